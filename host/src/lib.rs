@@ -1,0 +1,2 @@
+//! lockgrid-host: the std layer around the kernel and protocol.
+#![forbid(unsafe_code)]

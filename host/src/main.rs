@@ -1,0 +1,2 @@
+//! The `lockgrid` command-line tool.
+fn main() {}

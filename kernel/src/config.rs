@@ -1,0 +1,203 @@
+//! World configuration, fixed at construction.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fixed_point::{Dir, Fix, Pos};
+
+/// Which rule decides whether an observer sees a subject.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Visibility {
+    /// Nine-grid: the subject's cell is within ±1 cell of the observer's on both axes.
+    #[default]
+    Grid,
+    /// Euclidean radius with hysteresis: enter at `dist ≤ r`, stay while `dist ≤ r + hysteresis`.
+    Radius,
+}
+
+/// Everything that shapes a world. Every capacity is fixed here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Config {
+    /// World-space position of the corner of cell (0, 0).
+    pub origin: Pos,
+    /// Edge length of a square cell; must be positive.
+    pub cell_size: Fix,
+    /// Number of cells along x.
+    pub width_cells: u32,
+    /// Number of cells along y.
+    pub height_cells: u32,
+    /// Visibility rule.
+    pub visibility: Visibility,
+    /// Extra distance a visible subject may move away before it leaves (radius mode).
+    pub hysteresis: Fix,
+    /// Ticks after which a changed subject's update is due regardless of epsilons.
+    pub update_interval: u64,
+    /// Distance from the last sent position at which an update is due.
+    pub move_epsilon: Fix,
+    /// Heading change from the last sent heading at which an update is due.
+    pub dir_epsilon: Dir,
+    /// Most entities alive at once.
+    pub max_entities: u32,
+    /// Most observers alive at once (each reserves `max_view` view slots).
+    pub max_observers: u32,
+    /// Most subjects one observer sees; nearer subjects win.
+    pub max_view: u32,
+}
+
+impl Default for Config {
+    /// The defaults of the scenario format.
+    fn default() -> Self {
+        Config {
+            origin: Pos::from_ints(0, 0),
+            cell_size: Fix::from_bits(100 << 16),
+            width_cells: 64,
+            height_cells: 64,
+            visibility: Visibility::Grid,
+            hysteresis: Fix::ZERO,
+            update_interval: 2,
+            move_epsilon: Fix::from_bits(1 << 12), // 0.0625
+            dir_epsilon: 182,
+            max_entities: 4096,
+            max_observers: 4096,
+            max_view: 1024,
+        }
+    }
+}
+
+/// Largest number of cells a world may have (bounds construction-time memory).
+pub const MAX_CELLS: u64 = 1 << 26;
+
+/// Largest radius, hysteresis, cell size and world extent, in raw units.
+///
+/// Keeping every length and coordinate difference below `2^61` raw makes
+/// squared distances exact in `u128`.
+pub const MAX_LENGTH_RAW: i64 = 1 << 61;
+
+/// Largest value of [`MAX_RADIUS`] as a [`Fix`].
+pub const MAX_RADIUS: Fix = Fix::from_bits(MAX_LENGTH_RAW);
+
+/// Why a [`Config`] cannot build a world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `cell_size` is zero, negative or above [`MAX_RADIUS`].
+    CellSize,
+    /// `width_cells` or `height_cells` is zero, or there are more than [`MAX_CELLS`] cells.
+    GridSize,
+    /// The world's far corner is beyond [`MAX_RADIUS`] of the origin, or overflows.
+    Extent,
+    /// `hysteresis` is negative or above [`MAX_RADIUS`].
+    Hysteresis,
+    /// `move_epsilon` is negative.
+    MoveEpsilon,
+    /// `max_entities` is zero or above `2^31`.
+    MaxEntities,
+    /// `max_observers` is above `max_entities`.
+    MaxObservers,
+    /// `max_view` is above `max_entities`, or `max_observers × max_view` above `2^32`.
+    MaxView,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ConfigError::CellSize => "cell_size must be positive and at most 2^45",
+            ConfigError::GridSize => "width_cells and height_cells must be positive, at most 2^26 cells in all",
+            ConfigError::Extent => "the world must fit within 2^45 units of its origin",
+            ConfigError::Hysteresis => "hysteresis must be in 0..=2^45",
+            ConfigError::MoveEpsilon => "move_epsilon must not be negative",
+            ConfigError::MaxEntities => "max_entities must be in 1..=2^31",
+            ConfigError::MaxObservers => "max_observers must not exceed max_entities",
+            ConfigError::MaxView => "max_view must not exceed max_entities, and max_observers * max_view must be at most 2^32",
+        })
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+impl Config {
+    /// Checks every field; a world is only built from a valid config.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let cell = self.cell_size.to_bits();
+        if cell <= 0 || cell > MAX_LENGTH_RAW {
+            return Err(ConfigError::CellSize);
+        }
+        let cells = u64::from(self.width_cells) * u64::from(self.height_cells);
+        if cells == 0 || cells > MAX_CELLS {
+            return Err(ConfigError::GridSize);
+        }
+        for (o, n) in [
+            (self.origin.x.to_bits(), self.width_cells),
+            (self.origin.y.to_bits(), self.height_cells),
+        ] {
+            let extent = i128::from(cell) * i128::from(n);
+            let o = i128::from(o);
+            let lim = i128::from(MAX_LENGTH_RAW);
+            if extent > lim || o < -lim || o + extent > lim {
+                return Err(ConfigError::Extent);
+            }
+        }
+        let h = self.hysteresis.to_bits();
+        if !(0..=MAX_LENGTH_RAW).contains(&h) {
+            return Err(ConfigError::Hysteresis);
+        }
+        if self.move_epsilon < Fix::ZERO {
+            return Err(ConfigError::MoveEpsilon);
+        }
+        if self.max_entities == 0 || self.max_entities > 1 << 31 {
+            return Err(ConfigError::MaxEntities);
+        }
+        if self.max_observers > self.max_entities {
+            return Err(ConfigError::MaxObservers);
+        }
+        if self.max_view > self.max_entities
+            || u64::from(self.max_observers) * u64::from(self.max_view) > 1 << 32
+        {
+            return Err(ConfigError::MaxView);
+        }
+        Ok(())
+    }
+
+    /// The cell of a position on both axes, `floor((p - origin) / cell_size)`,
+    /// or `None` when it lies outside the world's half-open box.
+    pub fn cell_of(&self, pos: Pos) -> Option<(u32, u32)> {
+        let cx = axis_cell(pos.x, self.origin.x, self.cell_size, self.width_cells)?;
+        let cy = axis_cell(pos.y, self.origin.y, self.cell_size, self.height_cells)?;
+        Some((cx, cy))
+    }
+}
+
+fn axis_cell(p: Fix, origin: Fix, cell: Fix, cells: u32) -> Option<u32> {
+    let rel = i128::from(p.to_bits()) - i128::from(origin.to_bits());
+    let c = rel.div_euclid(i128::from(cell.to_bits()));
+    if (0..i128::from(cells)).contains(&c) {
+        u32::try_from(c).ok()
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_floor_toward_negative_infinity() {
+        let cfg = Config {
+            origin: Pos::from_ints(-200, -200),
+            width_cells: 4,
+            height_cells: 4,
+            ..Config::default()
+        };
+        assert_eq!(cfg.cell_of(Pos::from_ints(-200, -200)), Some((0, 0)));
+        assert_eq!(cfg.cell_of(Pos::from_ints(-101, 0)), Some((0, 2)));
+        assert_eq!(cfg.cell_of(Pos::from_ints(-100, 199)), Some((1, 3)));
+        assert_eq!(cfg.cell_of(Pos::from_ints(200, 0)), None);
+        let just_below = Pos::new(Fix::from_bits((-200 << 16) - 1), Fix::ZERO);
+        assert_eq!(cfg.cell_of(just_below), None);
+    }
+
+    #[test]
+    fn default_config_is_valid() {
+        assert_eq!(Config::default().validate(), Ok(()));
+    }
+}
