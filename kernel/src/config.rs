@@ -64,7 +64,13 @@ impl Default for Config {
 }
 
 /// Largest number of cells a world may have (bounds construction-time memory).
-pub const MAX_CELLS: u64 = 1 << 26;
+pub const MAX_CELLS: u64 = 1 << 24;
+
+/// Largest `max_entities` (bounds construction-time memory).
+pub const MAX_ENTITIES: u32 = 1 << 22;
+
+/// Largest `max_observers × max_view`: view slots reserved at construction.
+pub const MAX_VIEW_SLOTS: u64 = 1 << 27;
 
 /// Largest radius, hysteresis, cell size and world extent, in raw units.
 ///
@@ -72,7 +78,7 @@ pub const MAX_CELLS: u64 = 1 << 26;
 /// squared distances exact in `u128`.
 pub const MAX_LENGTH_RAW: i64 = 1 << 61;
 
-/// Largest value of [`MAX_RADIUS`] as a [`Fix`].
+/// [`MAX_LENGTH_RAW`] as a [`Fix`] (2^45): the largest radius, hysteresis and cell size.
 pub const MAX_RADIUS: Fix = Fix::from_bits(MAX_LENGTH_RAW);
 
 /// Why a [`Config`] cannot build a world.
@@ -83,17 +89,17 @@ pub enum ConfigError {
     CellSize,
     /// `width_cells` or `height_cells` is zero, or there are more than [`MAX_CELLS`] cells.
     GridSize,
-    /// The world's far corner is beyond [`MAX_RADIUS`] of the origin, or overflows.
+    /// Some point of the world lies beyond ±[`MAX_RADIUS`] on an axis.
     Extent,
     /// `hysteresis` is negative or above [`MAX_RADIUS`].
     Hysteresis,
     /// `move_epsilon` is negative.
     MoveEpsilon,
-    /// `max_entities` is zero or above `2^31`.
+    /// `max_entities` is zero or above [`MAX_ENTITIES`].
     MaxEntities,
     /// `max_observers` is above `max_entities`.
     MaxObservers,
-    /// `max_view` is above `max_entities`, or `max_observers × max_view` above `2^32`.
+    /// `max_view` is above `max_entities`, or `max_observers × max_view` above [`MAX_VIEW_SLOTS`].
     MaxView,
 }
 
@@ -101,13 +107,13 @@ impl core::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             ConfigError::CellSize => "cell_size must be positive and at most 2^45",
-            ConfigError::GridSize => "width_cells and height_cells must be positive, at most 2^26 cells in all",
-            ConfigError::Extent => "the world must fit within 2^45 units of its origin",
+            ConfigError::GridSize => "width_cells and height_cells must be positive, at most 2^24 cells in all",
+            ConfigError::Extent => "every point of the world must lie within ±2^45 on both axes",
             ConfigError::Hysteresis => "hysteresis must be in 0..=2^45",
             ConfigError::MoveEpsilon => "move_epsilon must not be negative",
-            ConfigError::MaxEntities => "max_entities must be in 1..=2^31",
+            ConfigError::MaxEntities => "max_entities must be in 1..=2^22",
             ConfigError::MaxObservers => "max_observers must not exceed max_entities",
-            ConfigError::MaxView => "max_view must not exceed max_entities, and max_observers * max_view must be at most 2^32",
+            ConfigError::MaxView => "max_view must not exceed max_entities, and max_observers * max_view must be at most 2^27",
         })
     }
 }
@@ -143,14 +149,14 @@ impl Config {
         if self.move_epsilon < Fix::ZERO {
             return Err(ConfigError::MoveEpsilon);
         }
-        if self.max_entities == 0 || self.max_entities > 1 << 31 {
+        if self.max_entities == 0 || self.max_entities > MAX_ENTITIES {
             return Err(ConfigError::MaxEntities);
         }
         if self.max_observers > self.max_entities {
             return Err(ConfigError::MaxObservers);
         }
         if self.max_view > self.max_entities
-            || u64::from(self.max_observers) * u64::from(self.max_view) > 1 << 32
+            || u64::from(self.max_observers) * u64::from(self.max_view) > MAX_VIEW_SLOTS
         {
             return Err(ConfigError::MaxView);
         }

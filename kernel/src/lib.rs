@@ -1,4 +1,101 @@
-//! lockgrid-kernel: a deterministic lockstep area-of-interest kernel.
+//! lockgrid-kernel: the deterministic spatial core of a lockstep game server.
+//!
+//! It is `#![no_std]` and contains no I/O, reads no clock, draws no
+//! randomness and uses no floats. A host feeds it one tick of commands
+//! (spawn, move, despawn); it updates a grid area-of-interest index and
+//! returns, for every observer, what entered its view, what left it and
+//! which visible subjects moved, in one documented order, plus a 64-bit
+//! digest of the whole state. It is not a network layer (see
+//! `lockgrid-protocol`), not a physics engine, and keeps no history.
+//!
+//! # Embedding
+//!
+//! ```
+//! use lockgrid_kernel::{Command, Config, Event, Fix, Move, Pos, Spawn, World};
+//!
+//! let mut world = World::new(Config::default()).expect("the defaults are valid");
+//! let mut events = Vec::with_capacity(1024); // reused every tick: no allocation
+//!
+//! // Tick 1: a player and an NPC in neighbouring cells: the player sees the NPC.
+//! let player = Spawn::observer(1, Pos::from_ints(50, 50), Fix::from_num(100));
+//! let npc = Spawn::npc(2, Pos::from_ints(150, 50));
+//! let report = world.step(&[Command::Spawn(player), Command::Spawn(npc)], &mut events);
+//! assert_eq!(report.tick, 1);
+//! assert!(matches!(events[0], Event::Enter { observer: 1, subject: 2, .. }));
+//!
+//! // Tick 2: the NPC walks out of the player's nine cells.
+//! events.clear();
+//! let walk = Move { id: 2, pos: Pos::from_ints(350, 50), dir: 0, speed: Fix::from_num(5) };
+//! world.step(&[Command::Move(walk)], &mut events);
+//! assert_eq!(events, [Event::Leave { observer: 1, subject: 2 }]);
+//! println!("tick {} digest {:016x}", world.tick(), world.digest());
+//! ```
+//!
+//! # The tick
+//!
+//! [`World::step`] applies its commands in input order — spawn creates, move
+//! overwrites position, heading and speed, despawn removes and frees its
+//! capacity at once — and then evaluates visibility **once**, at tick end.
+//! A command that cannot apply becomes [`Event::Rejected`] with the first
+//! applicable [`RejectReason`]; the rest of the tick still applies.
+//!
+//! Visibility requires `subject.layers & observer.interest != 0` and
+//! `subject != observer`, and then, per [`Visibility`]:
+//! * `Grid`: the subject's cell is within ±1 cell of the observer's.
+//! * `Radius`: enter at `dist² ≤ r²`, stay while `dist² ≤ (r + hysteresis)²`.
+//!
+//! An observer with more candidates than `max_view` keeps the nearest by
+//! `(dist², id)`. Despawn and spawn of one id in a tick is a new
+//! incarnation: its observers get `Leave` then `Enter`. A despawned observer
+//! gets no further events; a respawned one starts from an empty view.
+//!
+//! **Updates** follow the throttle rule: a subject with state `s_t`, last
+//! sent state `L` at tick `T`, is due when `s_t ≠ L` and (`L` is none, or
+//! `t − T ≥ update_interval`, or `|pos − L.pos| ≥ move_epsilon`, or
+//! `angle_diff(dir, L.dir) ≥ dir_epsilon`, or `s_t = s_{t−1}`); then
+//! `L := s_t, T := t`. Every observer that saw it before and after the tick
+//! gets an [`Event::Update`].
+//!
+//! **Order**: rejections first, in input order; then events sorted by
+//! `(observer id, Leave < Enter < Update, subject id)`.
+//!
+//! # Cost
+//!
+//! Work per tick follows what changed. Let `C` be the entities touched by
+//! commands plus those still settling, `A` the observers whose ring of cells
+//! covers one of their old or new cells, and `k` the entities in an affected
+//! observer's ring. `step` costs `O(commands + C·(2R+1)² + Σ_A (k + v log v))`,
+//! where `R` is the largest observer ring (1 in grid mode) and `v` the view
+//! size. An entity that did not move, in a region where nothing moved, costs
+//! nothing. Memory is fixed by [`Config`] at construction: `step` never
+//! allocates.
+//!
+//! # Digest
+//!
+//! The digest covers the configuration, the tick, every entity's state and
+//! throttle record, and every view. It is kept incrementally and defined as
+//! follows (all arithmetic wrapping on `u64`; signed values are their two's
+//! complement bits; fixed-point values are their raw `i64` bits):
+//!
+//! * `mix(z)`: `z ^= z >> 30; z *= 0xbf58476d1ce4e5b9; z ^= z >> 27;
+//!   z *= 0x94d049bb133111eb; z ^= z >> 31`.
+//! * `H(domain; w1..wn)`: `h = domain`; for each word `h = mix(h ^ w) +
+//!   0x9e3779b97f4a7c15`; result `mix(h ^ n)`.
+//! * entity term: `H("lgentity"; id, x, y, dir, speed, observer, radius,
+//!   layers, interest, 0)` when nothing was sent yet, else with the final
+//!   `0` replaced by `1, Lx, Ly, Ldir, Lspeed, T`.
+//! * view term: `H("lgview"; observer, subject)` for each visible pair.
+//! * config hash: `H("lgconfig"; origin x, origin y, cell_size, width_cells,
+//!   height_cells, visibility (grid 0, radius 1), hysteresis,
+//!   update_interval, move_epsilon, dir_epsilon, max_entities,
+//!   max_observers, max_view)`.
+//! * digest: `H("lgtick"; tick, config hash, entity count, Σ entity terms,
+//!   pair count, Σ view terms)`.
+//!
+//! Domains are the ASCII bytes read as a big-endian `u64`, zero-padded on
+//! the right (`"lgview"` is `0x6c67766965770000`). The sums make the digest
+//! independent of internal layout, so a restored [`Snapshot`] continues with
+//! the same digests as the world it was taken from.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(clippy::float_arithmetic)]
@@ -7,12 +104,23 @@ extern crate alloc;
 
 mod command;
 mod config;
+mod digest;
 mod event;
 mod fixed_point;
+mod grid;
+mod id_index;
+mod snapshot;
+mod throttle;
+mod view;
 mod world;
 
 pub use command::{Command, CommandKind, EntityId, Move, Spawn};
-pub use config::{Config, ConfigError, Visibility, MAX_CELLS, MAX_LENGTH_RAW, MAX_RADIUS};
+pub use config::{
+    Config, ConfigError, Visibility, MAX_CELLS, MAX_ENTITIES, MAX_LENGTH_RAW, MAX_RADIUS,
+    MAX_VIEW_SLOTS,
+};
 pub use event::{CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
 pub use fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
+pub use snapshot::{EntitySnapshot, RestoreError, Snapshot};
+pub use throttle::{Motion, Sent};
 pub use world::{EntityState, TickReport, World};

@@ -1,18 +1,38 @@
-//! The world: entity table and the tick.
-#![allow(missing_docs, unused)]
-use crate::*;
+//! The world: the entity table and the tick that drives everything else.
+
+use alloc::vec;
 use alloc::vec::Vec;
 
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Command, EntityId, Move, Spawn};
+use crate::config::{Config, ConfigError, Visibility, MAX_RADIUS};
+use crate::digest::{DigestSums, WordHasher, DOMAIN_CONFIG, DOMAIN_ENTITY};
+use crate::event::{Event, EventSink, RejectReason};
+use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
+use crate::grid::Grid;
+use crate::id_index::IdIndex;
+use crate::throttle::{throttle_of, Motion, Sent, Throttle};
+use crate::view::Views;
+
 /// The public state of one entity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EntityState {
+    /// Host-chosen id.
     pub id: EntityId,
+    /// Position.
     pub pos: Pos,
+    /// Heading.
     pub dir: Dir,
+    /// Speed.
     pub speed: Fix,
+    /// Whether it receives view events.
     pub observer: bool,
+    /// View radius (radius mode).
     pub radius: Fix,
+    /// What it is.
     pub layers: u32,
+    /// What it wants to see.
     pub interest: u32,
 }
 
@@ -27,37 +47,737 @@ pub struct TickReport {
     pub events: u64,
 }
 
+/// Marks an entity that has no view (not an observer).
+const NO_VIEW: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entity {
+    pub(crate) id: EntityId,
+    pub(crate) alive: bool,
+    /// View slot, or [`NO_VIEW`].
+    pub(crate) view: u32,
+    pub(crate) cur: Motion,
+    /// State at the end of the previous tick (`s_{t-1}`); equals `cur` between ticks.
+    pub(crate) prev: Motion,
+    pub(crate) sent: Option<Sent>,
+    pub(crate) radius: Fix,
+    pub(crate) layers: u32,
+    pub(crate) interest: u32,
+    /// Current cell index.
+    pub(crate) cell: u32,
+    /// Cells around its own that an observer's candidates can come from.
+    pub(crate) ring: u32,
+    /// `r²` and `(r + hysteresis)²` in raw units.
+    pub(crate) enter2: u128,
+    pub(crate) stay2: u128,
+    pub(crate) spawn_tick: u64,
+    /// This entity's current term in the digest's entity sum.
+    pub(crate) hash: u64,
+}
+
+impl Entity {
+    const VACANT: Entity = Entity {
+        id: 0,
+        alive: false,
+        view: NO_VIEW,
+        cur: Motion {
+            pos: Pos::new(Fix::ZERO, Fix::ZERO),
+            dir: 0,
+            speed: Fix::ZERO,
+        },
+        prev: Motion {
+            pos: Pos::new(Fix::ZERO, Fix::ZERO),
+            dir: 0,
+            speed: Fix::ZERO,
+        },
+        sent: None,
+        radius: Fix::ZERO,
+        layers: 0,
+        interest: 0,
+        cell: 0,
+        ring: 0,
+        enter2: 0,
+        stay2: 0,
+        spawn_tick: 0,
+        hash: 0,
+    };
+
+    pub(crate) fn is_observer(&self) -> bool {
+        self.view != NO_VIEW
+    }
+
+    pub(crate) fn state(&self) -> EntityState {
+        EntityState {
+            id: self.id,
+            pos: self.cur.pos,
+            dir: self.cur.dir,
+            speed: self.cur.speed,
+            observer: self.is_observer(),
+            radius: self.radius,
+            layers: self.layers,
+            interest: self.interest,
+        }
+    }
+
+    /// The entity's term in the digest (see the crate docs, "Digest").
+    fn digest_term(&self) -> u64 {
+        let mut h = WordHasher::new(DOMAIN_ENTITY);
+        h.word(self.id)
+            .word(self.cur.pos.x.to_bits() as u64)
+            .word(self.cur.pos.y.to_bits() as u64)
+            .word(u64::from(self.cur.dir))
+            .word(self.cur.speed.to_bits() as u64)
+            .word(u64::from(self.is_observer()))
+            .word(self.radius.to_bits() as u64)
+            .word(u64::from(self.layers))
+            .word(u64::from(self.interest));
+        match &self.sent {
+            None => h.word(0),
+            Some(s) => h
+                .word(1)
+                .word(s.motion.pos.x.to_bits() as u64)
+                .word(s.motion.pos.y.to_bits() as u64)
+                .word(u64::from(s.motion.dir))
+                .word(s.motion.speed.to_bits() as u64)
+                .word(s.tick),
+        };
+        h.finish()
+    }
+}
+
+/// A candidate subject while an observer's view is rebuilt.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    dist2: u128,
+    id: EntityId,
+    slot: u32,
+}
+
+/// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
+/// the current tick (or the current view rebuild), so sets clear in O(1).
+struct Stamps {
+    touched: Vec<u64>,
+    due: Vec<u64>,
+    affected: Vec<u64>,
+    was_visible: Vec<u64>,
+    now_visible: Vec<u64>,
+}
+
+/// A deterministic lockstep AOI world. See the [crate docs](crate) for the contract.
 pub struct World {
     config: Config,
+    config_hash: u64,
+    throttle: Throttle,
+    tick: u64,
+    digest: u64,
+    sums: DigestSums,
+
+    entities: Vec<Entity>,
+    free_slots: Vec<u32>,
+    count: u32,
+    index: IdIndex,
+    grid: Grid,
+    views: Views,
+    /// Observers per ring size; `max_ring` is the largest non-empty one.
+    ring_counts: Vec<u32>,
+    max_ring: u32,
+
+    /// Entities whose state differs from what was last sent (`s ≠ L`).
+    pending: Vec<u32>,
+
+    // Scratch, sized at construction and reused every tick.
+    touched: Vec<u32>,
+    gone: Vec<u32>,
+    affected: Vec<(EntityId, u32)>,
+    candidates: Vec<Candidate>,
+    stamps: Stamps,
+    rebuilds: u64,
 }
 
 impl World {
+    /// Builds an empty world; every buffer it will ever use is allocated here.
     pub fn new(config: Config) -> Result<World, ConfigError> {
         config.validate()?;
-        Ok(World { config })
+        let n = config.max_entities as usize;
+        let max_ring = config.width_cells.max(config.height_cells);
+        let mut world = World {
+            config,
+            config_hash: config_hash(&config),
+            throttle: throttle_of(&config),
+            tick: 0,
+            digest: 0,
+            sums: DigestSums::default(),
+            entities: vec![Entity::VACANT; n],
+            // Popped from the back: hand out low slots first.
+            free_slots: (0..config.max_entities).rev().collect(),
+            count: 0,
+            index: IdIndex::with_capacity(config.max_entities),
+            grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
+            views: Views::new(config.max_observers, config.max_view),
+            ring_counts: vec![0; max_ring as usize + 1],
+            max_ring: 0,
+            pending: Vec::with_capacity(n),
+            touched: Vec::with_capacity(n),
+            gone: Vec::with_capacity(n),
+            affected: Vec::with_capacity(config.max_observers as usize),
+            candidates: Vec::with_capacity(n),
+            stamps: Stamps {
+                touched: vec![0; n],
+                due: vec![0; n],
+                affected: vec![0; n],
+                was_visible: vec![0; n],
+                now_visible: vec![0; n],
+            },
+            rebuilds: 0,
+        };
+        world.digest = world.compute_digest();
+        Ok(world)
     }
+
+    /// The configuration the world was built with.
     pub fn config(&self) -> &Config {
         &self.config
     }
+
+    /// The last tick run; 0 before the first.
     pub fn tick(&self) -> u64 {
-        todo!()
+        self.tick
     }
+
+    /// The digest of the full state after the last tick.
     pub fn digest(&self) -> u64 {
-        todo!()
+        self.digest
     }
+
+    /// Number of live entities.
     pub fn len(&self) -> u32 {
-        todo!()
+        self.count
     }
-    pub fn step<S: EventSink>(&mut self, commands: &[Command], sink: &mut S) -> TickReport {
-        todo!()
+
+    /// Whether no entity is alive.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
     }
+
+    /// The state of a live entity.
     pub fn entity(&self, id: EntityId) -> Option<EntityState> {
-        todo!()
+        let slot = self.index.get(id)?;
+        Some(self.entities[slot as usize].state())
     }
+
+    /// Every live entity, in no particular order.
     pub fn entities(&self) -> impl Iterator<Item = EntityState> + '_ {
-        core::iter::empty()
+        self.entities.iter().filter(|e| e.alive).map(Entity::state)
     }
+
+    /// The subjects an observer sees after the last tick, ascending by id;
+    /// `None` if `observer` is not a live observer.
     pub fn view(&self, observer: EntityId) -> Option<impl Iterator<Item = EntityId> + '_> {
-        Some(core::iter::empty())
+        let slot = self.index.get(observer)?;
+        let view = self.entities[slot as usize].view;
+        (view != NO_VIEW).then(|| self.views.ids(view).iter().copied())
     }
+
+    /// The last state sent for an entity and when (the throttle's `L` and `T`).
+    pub fn last_sent(&self, id: EntityId) -> Option<Sent> {
+        let slot = self.index.get(id)?;
+        self.entities[slot as usize].sent
+    }
+
+    /// Runs one tick: applies `commands` in order, evaluates visibility once,
+    /// and delivers the tick's events to `sink` in contract order.
+    ///
+    /// Never allocates and never panics; a command that cannot apply becomes
+    /// an [`Event::Rejected`] and the rest of the tick still applies.
+    pub fn step<S: EventSink>(&mut self, commands: &[Command], sink: &mut S) -> TickReport {
+        let t = self.tick + 1;
+        let mut events = 0u64;
+        self.touched.clear();
+        self.gone.clear();
+        self.affected.clear();
+
+        for command in commands {
+            if let Err(reason) = self.apply(command, t) {
+                sink.event(Event::Rejected {
+                    entity: command.entity(),
+                    command: command.kind(),
+                    reason,
+                });
+                events += 1;
+            }
+        }
+
+        // Entities that moved last tick without being due may settle now.
+        for k in 0..self.pending.len() {
+            let slot = self.pending[k];
+            if self.entities[slot as usize].alive {
+                self.touch(slot, t);
+            }
+        }
+        self.pending.clear();
+
+        for k in 0..self.gone.len() {
+            let cell = self.gone[k];
+            self.mark_observers_around(cell, t);
+        }
+        for k in 0..self.touched.len() {
+            self.evaluate_subject(self.touched[k], t);
+        }
+
+        self.affected.sort_unstable();
+        for k in 0..self.affected.len() {
+            let slot = self.affected[k].1;
+            events += self.rebuild_view(slot, t, sink);
+        }
+
+        for k in 0..self.touched.len() {
+            self.settle(self.touched[k]);
+        }
+
+        self.tick = t;
+        self.digest = self.compute_digest();
+        TickReport {
+            tick: t,
+            digest: self.digest,
+            events,
+        }
+    }
+
+    fn compute_digest(&self) -> u64 {
+        self.sums
+            .finish(self.tick, self.config_hash, u64::from(self.count))
+    }
+
+    fn touch(&mut self, slot: u32, t: u64) {
+        let stamp = &mut self.stamps.touched[slot as usize];
+        if *stamp != t {
+            *stamp = t;
+            self.touched.push(slot);
+        }
+    }
+
+    fn apply(&mut self, command: &Command, t: u64) -> Result<(), RejectReason> {
+        match command {
+            Command::Spawn(s) => self.spawn(s, t),
+            Command::Move(m) => self.move_entity(m, t),
+            Command::Despawn { id } => self.despawn(*id, t),
+        }
+    }
+
+    fn cell_index(&self, pos: Pos) -> Option<u32> {
+        self.config.cell_of(pos).map(|xy| self.grid.index(xy))
+    }
+
+    fn spawn(&mut self, s: &Spawn, t: u64) -> Result<(), RejectReason> {
+        if self.index.get(s.id).is_some() {
+            return Err(RejectReason::DuplicateId);
+        }
+        if s.speed < Fix::ZERO || s.radius < Fix::ZERO || s.radius > MAX_RADIUS {
+            return Err(RejectReason::Invalid);
+        }
+        let cell = self.cell_index(s.pos).ok_or(RejectReason::OutOfBounds)?;
+        if self.count >= self.config.max_entities {
+            return Err(RejectReason::Capacity);
+        }
+        let view = if s.observer {
+            self.views.alloc().ok_or(RejectReason::Capacity)?
+        } else {
+            NO_VIEW
+        };
+        let Some(slot) = self.free_slots.pop() else {
+            // count < max_entities guarantees a free slot; stay total anyway.
+            if view != NO_VIEW {
+                self.views.release(view);
+            }
+            return Err(RejectReason::Capacity);
+        };
+        let motion = Motion {
+            pos: s.pos,
+            dir: s.dir,
+            speed: s.speed,
+        };
+        let (ring, enter2, stay2) = self.reach(s.radius);
+        self.entities[slot as usize] = Entity {
+            id: s.id,
+            alive: true,
+            view,
+            cur: motion,
+            prev: motion,
+            sent: None,
+            radius: s.radius,
+            layers: s.layers,
+            interest: s.interest,
+            cell,
+            ring,
+            enter2,
+            stay2,
+            spawn_tick: t,
+            hash: 0,
+        };
+        self.index.insert(s.id, slot);
+        self.grid.insert(cell, slot, s.observer);
+        self.count += 1;
+        if s.observer {
+            self.ring_counts[ring as usize] += 1;
+            self.max_ring = self.max_ring.max(ring);
+        }
+        self.touch(slot, t);
+        Ok(())
+    }
+
+    /// An observer's ring (in cells) and its squared enter and stay distances.
+    fn reach(&self, radius: Fix) -> (u32, u128, u128) {
+        let max_ring = self.config.width_cells.max(self.config.height_cells);
+        match self.config.visibility {
+            Visibility::Grid => (1.min(max_ring), 0, 0),
+            Visibility::Radius => {
+                // Both are at most 2^61 raw, so neither the sum nor the ceiling overflows.
+                let stay = radius.to_bits() + self.config.hysteresis.to_bits();
+                let cell = self.config.cell_size.to_bits();
+                let ring = (stay + cell - 1) / cell;
+                let ring = u32::try_from(ring).unwrap_or(u32::MAX).min(max_ring);
+                let stay_raw = stay.unsigned_abs();
+                (
+                    ring,
+                    len2_raw(radius),
+                    u128::from(stay_raw) * u128::from(stay_raw),
+                )
+            }
+        }
+    }
+
+    fn move_entity(&mut self, m: &Move, t: u64) -> Result<(), RejectReason> {
+        let slot = self.index.get(m.id).ok_or(RejectReason::UnknownEntity)?;
+        if m.speed < Fix::ZERO {
+            return Err(RejectReason::Invalid);
+        }
+        let cell = self.cell_index(m.pos).ok_or(RejectReason::OutOfBounds)?;
+        let e = &mut self.entities[slot as usize];
+        e.cur = Motion {
+            pos: m.pos,
+            dir: m.dir,
+            speed: m.speed,
+        };
+        if e.cell != cell {
+            let (old, observer) = (e.cell, e.is_observer());
+            e.cell = cell;
+            self.grid.remove(old, slot, observer);
+            self.grid.insert(cell, slot, observer);
+        }
+        self.touch(slot, t);
+        Ok(())
+    }
+
+    fn despawn(&mut self, id: EntityId, t: u64) -> Result<(), RejectReason> {
+        let slot = self.index.get(id).ok_or(RejectReason::UnknownEntity)?;
+        let e = self.entities[slot as usize];
+        if e.spawn_tick < t {
+            // It was visible somewhere at the end of last tick, from there.
+            if let Some(cell) = self.cell_index(e.prev.pos) {
+                self.gone.push(cell);
+            }
+        }
+        self.grid.remove(e.cell, slot, e.is_observer());
+        self.index.remove(id);
+        if e.is_observer() {
+            // A despawned observer gets no further events: drop its view silently.
+            for k in 0..self.views.ids(e.view).len() {
+                let subject = self.views.ids(e.view)[k];
+                self.sums.remove_pair(e.id, subject);
+            }
+            self.views.release(e.view);
+            self.release_ring(e.ring);
+        }
+        self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
+        self.entities[slot as usize] = Entity::VACANT;
+        self.free_slots.push(slot);
+        self.count -= 1;
+        Ok(())
+    }
+
+    fn release_ring(&mut self, ring: u32) {
+        self.ring_counts[ring as usize] -= 1;
+        while self.max_ring > 0 && self.ring_counts[self.max_ring as usize] == 0 {
+            self.max_ring -= 1;
+        }
+    }
+
+    /// Decides whether a changed or pending subject is due, and marks every
+    /// observer whose view it may enter, leave or update in.
+    fn evaluate_subject(&mut self, slot: u32, t: u64) {
+        let e = &mut self.entities[slot as usize];
+        if !e.alive {
+            return;
+        }
+        let fresh = e.spawn_tick == t;
+        let changed = fresh || e.cur != e.prev;
+        let due = self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t);
+        if due {
+            e.sent = Some(Sent {
+                motion: e.cur,
+                tick: t,
+            });
+            self.stamps.due[slot as usize] = t;
+        }
+        let (cell, prev_pos, observer) = (e.cell, e.prev.pos, e.is_observer());
+        if changed || due {
+            self.mark_observers_around(cell, t);
+            if !fresh {
+                if let Some(prev_cell) = self.cell_index(prev_pos) {
+                    if prev_cell != cell {
+                        self.mark_observers_around(prev_cell, t);
+                    }
+                }
+            }
+        }
+        if changed && observer {
+            self.mark_affected(slot, t);
+        }
+    }
+
+    /// Marks every observer whose ring covers `cell`.
+    fn mark_observers_around(&mut self, cell: u32, t: u64) {
+        for c in self.grid.ring(cell, self.max_ring).cells() {
+            for o in self.grid.observers(c) {
+                let e = &self.entities[o as usize];
+                if self.stamps.affected[o as usize] != t
+                    && self.grid.cell_distance(e.cell, cell) <= e.ring
+                {
+                    self.stamps.affected[o as usize] = t;
+                    self.affected.push((e.id, o));
+                }
+            }
+        }
+    }
+
+    fn mark_affected(&mut self, slot: u32, t: u64) {
+        if self.stamps.affected[slot as usize] != t {
+            self.stamps.affected[slot as usize] = t;
+            self.affected.push((self.entities[slot as usize].id, slot));
+        }
+    }
+
+    /// Recomputes one observer's view from its ring of cells and emits the
+    /// difference as Leave, Enter and Update events. Returns the event count.
+    fn rebuild_view<S: EventSink>(&mut self, slot: u32, t: u64, sink: &mut S) -> u64 {
+        self.rebuilds += 1;
+        let stamp = self.rebuilds;
+        let o = self.entities[slot as usize];
+        let view = o.view;
+
+        // "Was visible": old entries still naming the same incarnation.
+        for (k, &s) in self.views.slots(view).iter().enumerate() {
+            let e = &self.entities[s as usize];
+            if e.alive && e.id == self.views.ids(view)[k] && e.spawn_tick < t {
+                self.stamps.was_visible[s as usize] = stamp;
+            }
+        }
+
+        self.candidates.clear();
+        for c in self.grid.ring(o.cell, o.ring).cells() {
+            for s in self.grid.entities(c) {
+                let e = &self.entities[s as usize];
+                if s == slot || e.layers & o.interest == 0 {
+                    continue;
+                }
+                let dist2 = o.cur.pos.dist2_raw(e.cur.pos);
+                let visible = match self.config.visibility {
+                    // The ring of one cell is exactly the nine-grid.
+                    Visibility::Grid => true,
+                    Visibility::Radius => {
+                        dist2 <= o.enter2
+                            || (dist2 <= o.stay2 && self.stamps.was_visible[s as usize] == stamp)
+                    }
+                };
+                if visible {
+                    self.candidates.push(Candidate {
+                        dist2,
+                        id: e.id,
+                        slot: s,
+                    });
+                }
+            }
+        }
+
+        let max_view = self.config.max_view as usize;
+        if self.candidates.len() > max_view {
+            let nearest = |a: &Candidate, b: &Candidate| (a.dist2, a.id).cmp(&(b.dist2, b.id));
+            if max_view > 0 {
+                self.candidates
+                    .select_nth_unstable_by(max_view - 1, nearest);
+            }
+            self.candidates.truncate(max_view);
+        }
+        self.candidates.sort_unstable_by_key(|c| c.id);
+        for c in &self.candidates {
+            self.stamps.now_visible[c.slot as usize] = stamp;
+        }
+
+        let mut events = 0;
+        let kept = |stamps: &Stamps, s: u32| {
+            stamps.was_visible[s as usize] == stamp && stamps.now_visible[s as usize] == stamp
+        };
+        let old_ids = self.views.ids(view);
+        for (k, &s) in self.views.slots(view).iter().enumerate() {
+            // An old entry is kept only if it still names the same incarnation.
+            let same = {
+                let e = &self.entities[s as usize];
+                e.alive && e.id == old_ids[k] && e.spawn_tick < t
+            };
+            if !(same && kept(&self.stamps, s)) {
+                sink.event(Event::Leave {
+                    observer: o.id,
+                    subject: old_ids[k],
+                });
+                self.sums.remove_pair(o.id, old_ids[k]);
+                events += 1;
+            }
+        }
+        for c in &self.candidates {
+            if !kept(&self.stamps, c.slot) {
+                let e = &self.entities[c.slot as usize];
+                sink.event(Event::Enter {
+                    observer: o.id,
+                    subject: c.id,
+                    pos: e.cur.pos,
+                    dir: e.cur.dir,
+                    speed: e.cur.speed,
+                    layers: e.layers,
+                });
+                self.sums.add_pair(o.id, c.id);
+                events += 1;
+            }
+        }
+        for c in &self.candidates {
+            if kept(&self.stamps, c.slot) && self.stamps.due[c.slot as usize] == t {
+                let e = &self.entities[c.slot as usize];
+                sink.event(Event::Update {
+                    observer: o.id,
+                    subject: c.id,
+                    pos: e.cur.pos,
+                    dir: e.cur.dir,
+                    speed: e.cur.speed,
+                });
+                events += 1;
+            }
+        }
+        self.views
+            .set(view, self.candidates.iter().map(|c| (c.id, c.slot)));
+        events
+    }
+
+    /// Closes a touched entity's tick: `s_{t-1} := s_t`, refresh its digest
+    /// term, and keep it pending while it differs from what was sent.
+    fn settle(&mut self, slot: u32) {
+        let e = &mut self.entities[slot as usize];
+        if !e.alive {
+            return;
+        }
+        e.prev = e.cur;
+        let term = e.digest_term();
+        self.sums.entities = self.sums.entities.wrapping_sub(e.hash).wrapping_add(term);
+        e.hash = term;
+        if e.sent.map(|s| s.motion) != Some(e.cur) {
+            self.pending.push(slot);
+        }
+    }
+}
+
+/// Restore support: rebuilding internal structures from canonical state.
+impl World {
+    /// Every live entity with its sent record and view, in slot order.
+    pub(crate) fn live_entities(
+        &self,
+    ) -> impl Iterator<Item = (EntityState, Option<Sent>, &[EntityId])> + '_ {
+        self.entities.iter().filter(|e| e.alive).map(|e| {
+            let view: &[EntityId] = if e.is_observer() {
+                self.views.ids(e.view)
+            } else {
+                &[]
+            };
+            (e.state(), e.sent, view)
+        })
+    }
+
+    /// Inserts a restored entity as if it had existed before tick 1.
+    pub(crate) fn restore_entity(&mut self, spawn: &Command, sent: Option<Sent>) -> bool {
+        let Command::Spawn(s) = spawn else {
+            return false;
+        };
+        // Tick 0 never runs, so the touched stamp (also 0) keeps it off the touched list.
+        if self.spawn(s, 0).is_err() {
+            return false;
+        }
+        let Some(slot) = self.index.get(s.id) else {
+            return false;
+        };
+        let e = &mut self.entities[slot as usize];
+        e.sent = sent;
+        e.hash = e.digest_term();
+        self.sums.entities = self.sums.entities.wrapping_add(e.hash);
+        if e.sent.map(|s| s.motion) != Some(e.cur) {
+            self.pending.push(slot);
+        }
+        true
+    }
+
+    /// Sets a restored observer's view; false if it is not a valid view.
+    pub(crate) fn restore_view(&mut self, id: EntityId, view: &[EntityId]) -> bool {
+        let Some(slot) = self.index.get(id) else {
+            return false;
+        };
+        let e = self.entities[slot as usize];
+        if !e.is_observer() {
+            return view.is_empty();
+        }
+        if view.len() > self.config.max_view as usize
+            || view.windows(2).any(|w| w[0] >= w[1])
+            || view.contains(&id)
+        {
+            return false;
+        }
+        self.candidates.clear();
+        for &subject in view {
+            let Some(s) = self.index.get(subject) else {
+                return false;
+            };
+            self.candidates.push(Candidate {
+                dist2: 0,
+                id: subject,
+                slot: s,
+            });
+        }
+        for c in &self.candidates {
+            self.sums.add_pair(id, c.id);
+        }
+        self.views
+            .set(e.view, self.candidates.iter().map(|c| (c.id, c.slot)));
+        true
+    }
+
+    pub(crate) fn finish_restore(&mut self, tick: u64) {
+        self.tick = tick;
+        self.digest = self.compute_digest();
+    }
+}
+
+fn config_hash(c: &Config) -> u64 {
+    WordHasher::new(DOMAIN_CONFIG)
+        .word(c.origin.x.to_bits() as u64)
+        .word(c.origin.y.to_bits() as u64)
+        .word(c.cell_size.to_bits() as u64)
+        .word(u64::from(c.width_cells))
+        .word(u64::from(c.height_cells))
+        .word(match c.visibility {
+            Visibility::Grid => 0,
+            Visibility::Radius => 1,
+        })
+        .word(c.hysteresis.to_bits() as u64)
+        .word(c.update_interval)
+        .word(c.move_epsilon.to_bits() as u64)
+        .word(u64::from(c.dir_epsilon))
+        .word(u64::from(c.max_entities))
+        .word(u64::from(c.max_observers))
+        .word(u64::from(c.max_view))
+        .finish()
 }

@@ -1,0 +1,186 @@
+//! Cell membership: which entities, and which observers, are in each cell.
+//!
+//! Two intrusive doubly-linked lists per cell (all entities, observers only),
+//! threaded through per-slot link arrays, so insert, remove and re-cell are
+//! O(1) and never allocate.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// One intrusive list family: a head per cell, links per entity slot.
+struct Lists {
+    heads: Vec<u32>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+}
+
+impl Lists {
+    fn new(cells: usize, slots: usize) -> Self {
+        Lists {
+            heads: vec![NIL; cells],
+            next: vec![NIL; slots],
+            prev: vec![NIL; slots],
+        }
+    }
+
+    fn insert(&mut self, cell: u32, slot: u32) {
+        let head = self.heads[cell as usize];
+        self.next[slot as usize] = head;
+        self.prev[slot as usize] = NIL;
+        if head != NIL {
+            self.prev[head as usize] = slot;
+        }
+        self.heads[cell as usize] = slot;
+    }
+
+    fn remove(&mut self, cell: u32, slot: u32) {
+        let (n, p) = (self.next[slot as usize], self.prev[slot as usize]);
+        if p == NIL {
+            self.heads[cell as usize] = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n != NIL {
+            self.prev[n as usize] = p;
+        }
+    }
+
+    fn iter(&self, cell: u32) -> ListIter<'_> {
+        ListIter {
+            next: &self.next,
+            at: self.heads[cell as usize],
+        }
+    }
+}
+
+/// Iterates the entity slots of one cell.
+pub(crate) struct ListIter<'a> {
+    next: &'a [u32],
+    at: u32,
+}
+
+impl Iterator for ListIter<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        if self.at == NIL {
+            return None;
+        }
+        let slot = self.at;
+        self.at = self.next[slot as usize];
+        Some(slot)
+    }
+}
+
+/// Cell coordinates and cell membership of a `width × height` grid.
+pub(crate) struct Grid {
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    all: Lists,
+    observers: Lists,
+}
+
+/// An inclusive rectangle of cells, already clamped to the grid.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CellRect {
+    x0: u32,
+    x1: u32,
+    y0: u32,
+    y1: u32,
+    width: u32,
+}
+
+impl CellRect {
+    /// Every cell index in the rectangle, row by row.
+    pub(crate) fn cells(self) -> impl Iterator<Item = u32> {
+        (self.y0..=self.y1).flat_map(move |y| (self.x0..=self.x1).map(move |x| y * self.width + x))
+    }
+}
+
+impl Grid {
+    pub(crate) fn new(width: u32, height: u32, slots: u32) -> Self {
+        let cells = width as usize * height as usize;
+        Grid {
+            width,
+            height,
+            all: Lists::new(cells, slots as usize),
+            observers: Lists::new(cells, slots as usize),
+        }
+    }
+
+    /// The index of cell `(x, y)`.
+    pub(crate) fn index(&self, (x, y): (u32, u32)) -> u32 {
+        y * self.width + x
+    }
+
+    /// The `(x, y)` of a cell index.
+    pub(crate) fn xy(&self, cell: u32) -> (u32, u32) {
+        (cell % self.width, cell / self.width)
+    }
+
+    /// Chebyshev distance between two cells, in cells.
+    pub(crate) fn cell_distance(&self, a: u32, b: u32) -> u32 {
+        let (ax, ay) = self.xy(a);
+        let (bx, by) = self.xy(b);
+        ax.abs_diff(bx).max(ay.abs_diff(by))
+    }
+
+    /// The cells within `ring` cells of `cell` on both axes, clamped to the grid.
+    pub(crate) fn ring(&self, cell: u32, ring: u32) -> CellRect {
+        let (x, y) = self.xy(cell);
+        CellRect {
+            x0: x.saturating_sub(ring),
+            x1: x.saturating_add(ring).min(self.width - 1),
+            y0: y.saturating_sub(ring),
+            y1: y.saturating_add(ring).min(self.height - 1),
+            width: self.width,
+        }
+    }
+
+    pub(crate) fn insert(&mut self, cell: u32, slot: u32, observer: bool) {
+        self.all.insert(cell, slot);
+        if observer {
+            self.observers.insert(cell, slot);
+        }
+    }
+
+    pub(crate) fn remove(&mut self, cell: u32, slot: u32, observer: bool) {
+        self.all.remove(cell, slot);
+        if observer {
+            self.observers.remove(cell, slot);
+        }
+    }
+
+    /// Every entity slot in `cell`.
+    pub(crate) fn entities(&self, cell: u32) -> ListIter<'_> {
+        self.all.iter(cell)
+    }
+
+    /// The observer slots in `cell`.
+    pub(crate) fn observers(&self, cell: u32) -> ListIter<'_> {
+        self.observers.iter(cell)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_follows_insert_and_remove() {
+        let mut g = Grid::new(3, 3, 8);
+        g.insert(4, 0, false);
+        g.insert(4, 1, true);
+        g.insert(4, 2, false);
+        g.remove(4, 1, true);
+        let mut got: Vec<u32> = g.entities(4).collect();
+        got.sort_unstable();
+        assert_eq!(got, [0, 2]);
+        assert_eq!(g.observers(4).count(), 0);
+        let ring: Vec<u32> = g.ring(0, 1).cells().collect();
+        assert_eq!(ring, [0, 1, 3, 4]);
+        assert_eq!(g.cell_distance(0, 8), 2);
+    }
+}

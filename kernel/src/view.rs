@@ -1,0 +1,68 @@
+//! Per-observer view sets: the subjects each observer saw at the end of the last tick.
+//!
+//! Every observer slot owns `max_view` entries reserved at construction; a
+//! view is kept sorted by subject id, which is the order its events go out in.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+pub(crate) struct Views {
+    max_view: usize,
+    ids: Vec<u64>,
+    slots: Vec<u32>,
+    len: Vec<u32>,
+    free: Vec<u32>,
+}
+
+impl Views {
+    pub(crate) fn new(max_observers: u32, max_view: u32) -> Self {
+        let total = max_observers as usize * max_view as usize;
+        Views {
+            max_view: max_view as usize,
+            ids: vec![0; total],
+            slots: vec![0; total],
+            len: vec![0; max_observers as usize],
+            // Popped from the back: hand out low slots first.
+            free: (0..max_observers).rev().collect(),
+        }
+    }
+
+    /// Reserves an empty view, or `None` when every observer slot is taken.
+    pub(crate) fn alloc(&mut self) -> Option<u32> {
+        let v = self.free.pop()?;
+        self.len[v as usize] = 0;
+        Some(v)
+    }
+
+    pub(crate) fn release(&mut self, v: u32) {
+        self.len[v as usize] = 0;
+        self.free.push(v);
+    }
+
+    fn range(&self, v: u32) -> core::ops::Range<usize> {
+        let start = v as usize * self.max_view;
+        start..start + self.len[v as usize] as usize
+    }
+
+    /// Subject ids, ascending.
+    pub(crate) fn ids(&self, v: u32) -> &[u64] {
+        &self.ids[self.range(v)]
+    }
+
+    /// Subject entity slots, parallel to [`Views::ids`].
+    pub(crate) fn slots(&self, v: u32) -> &[u32] {
+        &self.slots[self.range(v)]
+    }
+
+    /// Replaces a view with `entries` (ascending ids, at most `max_view`).
+    pub(crate) fn set(&mut self, v: u32, entries: impl ExactSizeIterator<Item = (u64, u32)>) {
+        let n = entries.len().min(self.max_view);
+        let start = v as usize * self.max_view;
+        for (k, (id, slot)) in entries.take(n).enumerate() {
+            self.ids[start + k] = id;
+            self.slots[start + k] = slot;
+        }
+        // n ≤ max_view ≤ 2^31, so it fits.
+        self.len[v as usize] = n as u32;
+    }
+}
