@@ -39,10 +39,16 @@ impl Pos {
     /// Exact: the world's bounds keep every coordinate difference below
     /// `2^62` raw, so the sum of squares fits a `u128`. Saturates rather
     /// than wrapping for positions outside any valid world.
+    #[inline]
     pub fn dist2_raw(self, other: Pos) -> u128 {
-        let dx = (i128::from(self.x.to_bits()) - i128::from(other.x.to_bits())).unsigned_abs();
-        let dy = (i128::from(self.y.to_bits()) - i128::from(other.y.to_bits())).unsigned_abs();
-        dx.saturating_mul(dx).saturating_add(dy.saturating_mul(dy))
+        let dx = self.x.to_bits().abs_diff(other.x.to_bits());
+        let dy = self.y.to_bits().abs_diff(other.y.to_bits());
+        if (dx | dy) < 1 << 31 {
+            // Each square is below 2^62: the common case stays in 64 bits.
+            return u128::from(dx * dx + dy * dy);
+        }
+        let (dx, dy) = (u128::from(dx), u128::from(dy));
+        (dx * dx).saturating_add(dy * dy)
     }
 }
 

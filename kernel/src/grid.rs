@@ -2,12 +2,94 @@
 //!
 //! Two intrusive doubly-linked lists per cell (all entities, observers only),
 //! threaded through per-slot link arrays, so insert, remove and re-cell are
-//! O(1) and never allocate.
+//! O(1) and never allocate. The all-entities list is threaded through
+//! [`Member`] records that also carry what a view rebuild reads of every
+//! candidate, so a scan touches one 32-byte record per entity.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::fixed_point::Pos;
+
 pub(crate) const NIL: u32 = u32::MAX;
+
+/// What a view rebuild reads of each candidate, plus the list link.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Member {
+    pub(crate) pos: Pos,
+    pub(crate) id: u64,
+    pub(crate) layers: u32,
+    next: u32,
+}
+
+const VACANT: Member = Member {
+    pos: Pos::new(crate::Fix::ZERO, crate::Fix::ZERO),
+    id: 0,
+    layers: 0,
+    next: NIL,
+};
+
+/// The all-entities lists: a head per cell, a [`Member`] and a back link per slot.
+struct MemberLists {
+    heads: Vec<u32>,
+    members: Vec<Member>,
+    prev: Vec<u32>,
+}
+
+impl MemberLists {
+    fn new(cells: usize, slots: usize) -> Self {
+        MemberLists {
+            heads: vec![NIL; cells],
+            members: vec![VACANT; slots],
+            prev: vec![NIL; slots],
+        }
+    }
+
+    fn insert(&mut self, cell: u32, slot: u32, member: Member) {
+        let head = self.heads[cell as usize];
+        self.members[slot as usize] = Member {
+            next: head,
+            ..member
+        };
+        self.prev[slot as usize] = NIL;
+        if head != NIL {
+            self.prev[head as usize] = slot;
+        }
+        self.heads[cell as usize] = slot;
+    }
+
+    fn remove(&mut self, cell: u32, slot: u32) {
+        let (n, p) = (self.members[slot as usize].next, self.prev[slot as usize]);
+        if p == NIL {
+            self.heads[cell as usize] = n;
+        } else {
+            self.members[p as usize].next = n;
+        }
+        if n != NIL {
+            self.prev[n as usize] = p;
+        }
+    }
+}
+
+/// Iterates `(slot, member)` of one cell.
+pub(crate) struct MemberIter<'a> {
+    members: &'a [Member],
+    at: u32,
+}
+
+impl<'a> Iterator for MemberIter<'a> {
+    type Item = (u32, &'a Member);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at == NIL {
+            return None;
+        }
+        let slot = self.at;
+        let member = &self.members[slot as usize];
+        self.at = member.next;
+        Some((slot, member))
+    }
+}
 
 /// One intrusive list family: a head per cell, links per entity slot.
 struct Lists {
@@ -78,7 +160,7 @@ impl Iterator for ListIter<'_> {
 pub(crate) struct Grid {
     pub(crate) width: u32,
     pub(crate) height: u32,
-    all: Lists,
+    all: MemberLists,
     observers: Lists,
 }
 
@@ -105,7 +187,7 @@ impl Grid {
         Grid {
             width,
             height,
-            all: Lists::new(cells, slots as usize),
+            all: MemberLists::new(cells, slots as usize),
             observers: Lists::new(cells, slots as usize),
         }
     }
@@ -139,8 +221,22 @@ impl Grid {
         }
     }
 
-    pub(crate) fn insert(&mut self, cell: u32, slot: u32, observer: bool) {
-        self.all.insert(cell, slot);
+    pub(crate) fn insert(
+        &mut self,
+        cell: u32,
+        slot: u32,
+        observer: bool,
+        pos: Pos,
+        id: u64,
+        layers: u32,
+    ) {
+        let member = Member {
+            pos,
+            id,
+            layers,
+            next: NIL,
+        };
+        self.all.insert(cell, slot, member);
         if observer {
             self.observers.insert(cell, slot);
         }
@@ -153,9 +249,17 @@ impl Grid {
         }
     }
 
-    /// Every entity slot in `cell`.
-    pub(crate) fn entities(&self, cell: u32) -> ListIter<'_> {
-        self.all.iter(cell)
+    /// Records a move within the same cell.
+    pub(crate) fn set_pos(&mut self, slot: u32, pos: Pos) {
+        self.all.members[slot as usize].pos = pos;
+    }
+
+    /// Every `(slot, member)` in `cell`.
+    pub(crate) fn members(&self, cell: u32) -> MemberIter<'_> {
+        MemberIter {
+            members: &self.all.members,
+            at: self.all.heads[cell as usize],
+        }
     }
 
     /// The observer slots in `cell`.
@@ -171,13 +275,14 @@ mod tests {
     #[test]
     fn membership_follows_insert_and_remove() {
         let mut g = Grid::new(3, 3, 8);
-        g.insert(4, 0, false);
-        g.insert(4, 1, true);
-        g.insert(4, 2, false);
+        let p = Pos::from_ints(0, 0);
+        g.insert(4, 0, false, p, 10, 1);
+        g.insert(4, 1, true, p, 11, 1);
+        g.insert(4, 2, false, p, 12, 1);
         g.remove(4, 1, true);
-        let mut got: Vec<u32> = g.entities(4).collect();
+        let mut got: Vec<u64> = g.members(4).map(|(_, m)| m.id).collect();
         got.sort_unstable();
-        assert_eq!(got, [0, 2]);
+        assert_eq!(got, [10, 12]);
         assert_eq!(g.observers(4).count(), 0);
         let ring: Vec<u32> = g.ring(0, 1).cells().collect();
         assert_eq!(ring, [0, 1, 3, 4]);

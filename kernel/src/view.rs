@@ -54,6 +54,47 @@ impl Views {
         &self.slots[self.range(v)]
     }
 
+    /// Rewrites a view as the entries `keep` accepts, in their order, merged
+    /// with `entered` (ascending, disjoint from the kept ids). The caller
+    /// guarantees the result fits `max_view`.
+    pub(crate) fn rewrite(
+        &mut self,
+        v: u32,
+        mut keep: impl FnMut(u64, u32) -> bool,
+        entered: &[(u64, u32)],
+    ) {
+        let start = v as usize * self.max_view;
+        let len = self.len[v as usize] as usize;
+        let (ids, slots) = (
+            &mut self.ids[start..start + self.max_view],
+            &mut self.slots[start..start + self.max_view],
+        );
+        let mut kept = 0;
+        for k in 0..len {
+            if keep(ids[k], slots[k]) {
+                ids[kept] = ids[k];
+                slots[kept] = slots[k];
+                kept += 1;
+            }
+        }
+        let total = (kept + entered.len()).min(self.max_view);
+        // Merge from the back so neither input is overwritten before it is read.
+        let (mut i, mut j, mut w) = (kept, entered.len(), total);
+        while j > 0 && w > 0 {
+            w -= 1;
+            if i > 0 && ids[i - 1] > entered[j - 1].0 {
+                i -= 1;
+                ids[w] = ids[i];
+                slots[w] = slots[i];
+            } else {
+                j -= 1;
+                (ids[w], slots[w]) = entered[j];
+            }
+        }
+        // total ≤ max_view ≤ 2^22, so it fits.
+        self.len[v as usize] = total as u32;
+    }
+
     /// Replaces a view with `entries` (ascending ids, at most `max_view`).
     pub(crate) fn set(&mut self, v: u32, entries: impl ExactSizeIterator<Item = (u64, u32)>) {
         let n = entries.len().min(self.max_view);

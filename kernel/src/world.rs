@@ -175,6 +175,8 @@ pub struct World {
     entities: Vec<Entity>,
     free_slots: Vec<u32>,
     count: u32,
+    /// Live observers.
+    observers: u32,
     index: IdIndex,
     grid: Grid,
     views: Views,
@@ -190,6 +192,7 @@ pub struct World {
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
     candidates: Vec<Candidate>,
+    entered: Vec<(EntityId, u32)>,
     stamps: Stamps,
     rebuilds: u64,
 }
@@ -211,6 +214,7 @@ impl World {
             // Popped from the back: hand out low slots first.
             free_slots: (0..config.max_entities).rev().collect(),
             count: 0,
+            observers: 0,
             index: IdIndex::with_capacity(config.max_entities),
             grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
             views: Views::new(config.max_observers, config.max_view),
@@ -221,6 +225,7 @@ impl World {
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
             candidates: Vec::with_capacity(n),
+            entered: Vec::with_capacity(n),
             stamps: Stamps {
                 touched: vec![0; n],
                 due: vec![0; n],
@@ -316,12 +321,25 @@ impl World {
         }
         self.pending.clear();
 
-        for k in 0..self.gone.len() {
-            let cell = self.gone[k];
-            self.mark_observers_around(cell, t);
+        // When most of the world changed, finding the affected observers
+        // costs more than rebuilding every view: take them all.
+        let mark_all = self.touched.len() + self.gone.len() >= self.observers as usize;
+        if !mark_all {
+            for k in 0..self.gone.len() {
+                let cell = self.gone[k];
+                self.mark_observers_around(cell, t);
+            }
         }
         for k in 0..self.touched.len() {
-            self.evaluate_subject(self.touched[k], t);
+            self.evaluate_subject(self.touched[k], t, !mark_all);
+        }
+        if mark_all {
+            for (slot, e) in self.entities.iter().enumerate() {
+                if e.alive && e.is_observer() {
+                    // slot < max_entities ≤ 2^22.
+                    self.affected.push((e.id, slot as u32));
+                }
+            }
         }
 
         self.affected.sort_unstable();
@@ -415,9 +433,11 @@ impl World {
             hash: 0,
         };
         self.index.insert(s.id, slot);
-        self.grid.insert(cell, slot, s.observer);
+        self.grid
+            .insert(cell, slot, s.observer, s.pos, s.id, s.layers);
         self.count += 1;
         if s.observer {
+            self.observers += 1;
             self.ring_counts[ring as usize] += 1;
             self.max_ring = self.max_ring.max(ring);
         }
@@ -458,11 +478,13 @@ impl World {
             dir: m.dir,
             speed: m.speed,
         };
-        if e.cell != cell {
-            let (old, observer) = (e.cell, e.is_observer());
+        if e.cell == cell {
+            self.grid.set_pos(slot, m.pos);
+        } else {
+            let (old, observer, layers) = (e.cell, e.is_observer(), e.layers);
             e.cell = cell;
             self.grid.remove(old, slot, observer);
-            self.grid.insert(cell, slot, observer);
+            self.grid.insert(cell, slot, observer, m.pos, m.id, layers);
         }
         self.touch(slot, t);
         Ok(())
@@ -487,6 +509,7 @@ impl World {
             }
             self.views.release(e.view);
             self.release_ring(e.ring);
+            self.observers -= 1;
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
         self.entities[slot as usize] = Entity::VACANT;
@@ -504,7 +527,7 @@ impl World {
 
     /// Decides whether a changed or pending subject is due, and marks every
     /// observer whose view it may enter, leave or update in.
-    fn evaluate_subject(&mut self, slot: u32, t: u64) {
+    fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool) {
         let e = &mut self.entities[slot as usize];
         if !e.alive {
             return;
@@ -520,7 +543,7 @@ impl World {
             self.stamps.due[slot as usize] = t;
         }
         let (cell, prev_pos, observer) = (e.cell, e.prev.pos, e.is_observer());
-        if changed || due {
+        if mark && (changed || due) {
             self.mark_observers_around(cell, t);
             if !fresh {
                 if let Some(prev_cell) = self.cell_index(prev_pos) {
@@ -530,7 +553,7 @@ impl World {
                 }
             }
         }
-        if changed && observer {
+        if mark && changed && observer {
             self.mark_affected(slot, t);
         }
     }
@@ -566,36 +589,33 @@ impl World {
         let view = o.view;
 
         // "Was visible": old entries still naming the same incarnation.
-        for (k, &s) in self.views.slots(view).iter().enumerate() {
+        for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
             let e = &self.entities[s as usize];
-            if e.alive && e.id == self.views.ids(view)[k] && e.spawn_tick < t {
+            if e.alive && e.id == id && e.spawn_tick < t {
                 self.stamps.was_visible[s as usize] = stamp;
             }
         }
 
         self.candidates.clear();
+        let radius_mode = self.config.visibility == Visibility::Radius;
         for c in self.grid.ring(o.cell, o.ring).cells() {
-            for s in self.grid.entities(c) {
-                let e = &self.entities[s as usize];
-                if s == slot || e.layers & o.interest == 0 {
+            for (s, m) in self.grid.members(c) {
+                if m.layers & o.interest == 0 || s == slot {
                     continue;
                 }
-                let dist2 = o.cur.pos.dist2_raw(e.cur.pos);
-                let visible = match self.config.visibility {
-                    // The ring of one cell is exactly the nine-grid.
-                    Visibility::Grid => true,
-                    Visibility::Radius => {
-                        dist2 <= o.enter2
-                            || (dist2 <= o.stay2 && self.stamps.was_visible[s as usize] == stamp)
-                    }
-                };
-                if visible {
-                    self.candidates.push(Candidate {
-                        dist2,
-                        id: e.id,
-                        slot: s,
-                    });
+                let dist2 = o.cur.pos.dist2_raw(m.pos);
+                // In grid mode the ring of one cell is exactly the nine-grid.
+                if radius_mode
+                    && dist2 > o.enter2
+                    && (dist2 > o.stay2 || self.stamps.was_visible[s as usize] != stamp)
+                {
+                    continue;
                 }
+                self.candidates.push(Candidate {
+                    dist2,
+                    id: m.id,
+                    slot: s,
+                });
             }
         }
 
@@ -608,52 +628,51 @@ impl World {
             }
             self.candidates.truncate(max_view);
         }
-        self.candidates.sort_unstable_by_key(|c| c.id);
+        self.entered.clear();
         for c in &self.candidates {
             self.stamps.now_visible[c.slot as usize] = stamp;
+            if self.stamps.was_visible[c.slot as usize] != stamp {
+                self.entered.push((c.id, c.slot));
+            }
         }
+        self.entered.sort_unstable_by_key(|&(id, _)| id);
 
-        let mut events = 0;
-        let kept = |stamps: &Stamps, s: u32| {
+        // Kept: visible before (same incarnation) and after. The old view is
+        // sorted by id and `entered` was just sorted, so no full sort is needed.
+        let stamps = &self.stamps;
+        let kept = |s: u32| {
             stamps.was_visible[s as usize] == stamp && stamps.now_visible[s as usize] == stamp
         };
-        let old_ids = self.views.ids(view);
-        for (k, &s) in self.views.slots(view).iter().enumerate() {
-            // An old entry is kept only if it still names the same incarnation.
-            let same = {
-                let e = &self.entities[s as usize];
-                e.alive && e.id == old_ids[k] && e.spawn_tick < t
-            };
-            if !(same && kept(&self.stamps, s)) {
+        let mut events = 0;
+        for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
+            if !kept(s) {
                 sink.event(Event::Leave {
                     observer: o.id,
-                    subject: old_ids[k],
+                    subject: id,
                 });
-                self.sums.remove_pair(o.id, old_ids[k]);
+                self.sums.remove_pair(o.id, id);
                 events += 1;
             }
         }
-        for c in &self.candidates {
-            if !kept(&self.stamps, c.slot) {
-                let e = &self.entities[c.slot as usize];
-                sink.event(Event::Enter {
-                    observer: o.id,
-                    subject: c.id,
-                    pos: e.cur.pos,
-                    dir: e.cur.dir,
-                    speed: e.cur.speed,
-                    layers: e.layers,
-                });
-                self.sums.add_pair(o.id, c.id);
-                events += 1;
-            }
+        for &(id, s) in &self.entered {
+            let e = &self.entities[s as usize];
+            sink.event(Event::Enter {
+                observer: o.id,
+                subject: id,
+                pos: e.cur.pos,
+                dir: e.cur.dir,
+                speed: e.cur.speed,
+                layers: e.layers,
+            });
+            self.sums.add_pair(o.id, id);
+            events += 1;
         }
-        for c in &self.candidates {
-            if kept(&self.stamps, c.slot) && self.stamps.due[c.slot as usize] == t {
-                let e = &self.entities[c.slot as usize];
+        for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
+            if kept(s) && stamps.due[s as usize] == t {
+                let e = &self.entities[s as usize];
                 sink.event(Event::Update {
                     observer: o.id,
-                    subject: c.id,
+                    subject: id,
                     pos: e.cur.pos,
                     dir: e.cur.dir,
                     speed: e.cur.speed,
@@ -661,8 +680,7 @@ impl World {
                 events += 1;
             }
         }
-        self.views
-            .set(view, self.candidates.iter().map(|c| (c.id, c.slot)));
+        self.views.rewrite(view, |_, s| kept(s), &self.entered);
         events
     }
 
