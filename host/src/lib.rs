@@ -1,2 +1,30 @@
 //! lockgrid-host: the std layer around the kernel and protocol.
+//!
+//! It owns everything the kernel leaves out on purpose: files, clocks and
+//! the `lockgrid` command-line tool. The pieces are usable on their own:
+//!
+//! - [`scenario`]: scenario JSON ⇄ [`Scenario`](scenario::Scenario)
+//!   (config plus each tick's commands);
+//! - [`jsonl`]: the JSON Lines event stream, byte for byte;
+//! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
+//! - [`decimal`]: exact decimal text ⇄ `I48F16`.
+//!
+//! ```
+//! use lockgrid_host::{run, scenario::Scenario};
+//!
+//! let scenario = Scenario::from_json_str(r#"{"ticks": [
+//!     {"commands": [{"spawn": {"id": 1, "pos": [10, 10], "observer": true}},
+//!                   {"spawn": {"id": 2, "pos": [20, 10]}}]}
+//! ]}"#)?;
+//! let mut out = Vec::new();
+//! run::run_scenario(&scenario, &mut out)?;
+//! let text = String::from_utf8(out)?;
+//! assert!(text.starts_with(r#"{"tick":1,"type":"enter","observer":1,"subject":2,"pos":[20,10]"#));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod decimal;
+pub mod jsonl;
+pub mod run;
+pub mod scenario;
