@@ -175,6 +175,11 @@ pub(crate) struct CellRect {
 }
 
 impl CellRect {
+    /// Each row of the rectangle as the index range `first..=last` of its cells.
+    pub(crate) fn rows(self) -> impl Iterator<Item = (u32, u32)> {
+        (self.y0..=self.y1).map(move |y| (y * self.width + self.x0, y * self.width + self.x1))
+    }
+
     /// Every cell index in the rectangle, row by row.
     pub(crate) fn cells(self) -> impl Iterator<Item = u32> {
         (self.y0..=self.y1).flat_map(move |y| (self.x0..=self.x1).map(move |x| y * self.width + x))
@@ -252,6 +257,11 @@ impl Grid {
     /// Records a move within the same cell.
     pub(crate) fn set_pos(&mut self, slot: u32, pos: Pos) {
         self.all.members[slot as usize].pos = pos;
+    }
+
+    /// The id last inserted at `slot` (stale once the slot is vacated).
+    pub(crate) fn member_id(&self, slot: u32) -> u64 {
+        self.all.members[slot as usize].id
     }
 
     /// Every `(slot, member)` in `cell`.

@@ -109,6 +109,7 @@ mod event;
 mod fixed_point;
 mod grid;
 mod id_index;
+mod packed;
 mod snapshot;
 mod throttle;
 mod view;

@@ -12,6 +12,7 @@ use crate::event::{Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::Grid;
 use crate::id_index::IdIndex;
+use crate::packed::PackedCells;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 
@@ -153,6 +154,35 @@ struct Candidate {
     slot: u32,
 }
 
+/// The visibility rule for one observer's rebuild, applied to each entity
+/// of its ring.
+struct CandidateFilter<'a> {
+    observer: &'a Entity,
+    observer_slot: u32,
+    radius_mode: bool,
+    was_visible: &'a [u64],
+    stamp: u64,
+}
+
+impl CandidateFilter<'_> {
+    #[inline(always)]
+    fn consider(&self, slot: u32, pos: Pos, id: EntityId, layers: u32, out: &mut Vec<Candidate>) {
+        let o = self.observer;
+        if layers & o.interest == 0 || slot == self.observer_slot {
+            return;
+        }
+        let dist2 = o.cur.pos.dist2_raw(pos);
+        // In grid mode the ring of one cell is exactly the nine-grid.
+        if self.radius_mode
+            && dist2 > o.enter2
+            && (dist2 > o.stay2 || self.was_visible[slot as usize] != self.stamp)
+        {
+            return;
+        }
+        out.push(Candidate { dist2, id, slot });
+    }
+}
+
 /// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
 /// the current tick (or the current view rebuild), so sets clear in O(1).
 struct Stamps {
@@ -177,6 +207,9 @@ pub struct World {
     count: u32,
     /// Live observers.
     observers: u32,
+    /// Spawn tick per slot, `u64::MAX` when vacant: a compact copy of
+    /// `Entity::spawn_tick` for the incarnation checks of view rebuilds.
+    born: Vec<u64>,
     index: IdIndex,
     grid: Grid,
     views: Views,
@@ -192,6 +225,9 @@ pub struct World {
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
     candidates: Vec<Candidate>,
+    /// Valid for the current tick when every observer is being rebuilt.
+    packed: PackedCells,
+    use_packed: bool,
     entered: Vec<(EntityId, u32)>,
     stamps: Stamps,
     rebuilds: u64,
@@ -215,6 +251,7 @@ impl World {
             free_slots: (0..config.max_entities).rev().collect(),
             count: 0,
             observers: 0,
+            born: vec![u64::MAX; n],
             index: IdIndex::with_capacity(config.max_entities),
             grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
             views: Views::new(config.max_observers, config.max_view),
@@ -225,6 +262,11 @@ impl World {
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
             candidates: Vec::with_capacity(n),
+            packed: PackedCells::new(
+                config.width_cells * config.height_cells,
+                config.max_entities,
+            ),
+            use_packed: false,
             entered: Vec::with_capacity(n),
             stamps: Stamps {
                 touched: vec![0; n],
@@ -333,6 +375,7 @@ impl World {
         for k in 0..self.touched.len() {
             self.evaluate_subject(self.touched[k], t, !mark_all);
         }
+        self.use_packed = mark_all;
         if mark_all {
             for (slot, e) in self.entities.iter().enumerate() {
                 if e.alive && e.is_observer() {
@@ -340,6 +383,10 @@ impl World {
                     self.affected.push((e.id, slot as u32));
                 }
             }
+            // slot < max_entities ≤ 2^22.
+            let live = self.entities.iter().enumerate().filter(|(_, e)| e.alive);
+            self.packed
+                .rebuild(live.map(|(slot, e)| (slot as u32, e.cell, e.cur.pos, e.id, e.layers)));
         }
 
         self.affected.sort_unstable();
@@ -432,6 +479,7 @@ impl World {
             spawn_tick: t,
             hash: 0,
         };
+        self.born[slot as usize] = t;
         self.index.insert(s.id, slot);
         self.grid
             .insert(cell, slot, s.observer, s.pos, s.id, s.layers);
@@ -513,6 +561,7 @@ impl World {
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
         self.entities[slot as usize] = Entity::VACANT;
+        self.born[slot as usize] = u64::MAX;
         self.free_slots.push(slot);
         self.count -= 1;
         Ok(())
@@ -590,32 +639,38 @@ impl World {
 
         // "Was visible": old entries still naming the same incarnation.
         for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
-            let e = &self.entities[s as usize];
-            if e.alive && e.id == id && e.spawn_tick < t {
+            if self.born[s as usize] < t && self.grid.member_id(s) == id {
                 self.stamps.was_visible[s as usize] = stamp;
             }
         }
 
         self.candidates.clear();
-        let radius_mode = self.config.visibility == Visibility::Radius;
-        for c in self.grid.ring(o.cell, o.ring).cells() {
-            for (s, m) in self.grid.members(c) {
-                if m.layers & o.interest == 0 || s == slot {
-                    continue;
+        let filter = CandidateFilter {
+            observer: &o,
+            observer_slot: slot,
+            radius_mode: self.config.visibility == Visibility::Radius,
+            was_visible: &self.stamps.was_visible,
+            stamp,
+        };
+        let ring = self.grid.ring(o.cell, o.ring);
+        if self.use_packed {
+            let p = &self.packed;
+            for (first, last) in ring.rows() {
+                for k in p.run(first, last) {
+                    filter.consider(
+                        p.slots[k],
+                        p.pos[k],
+                        p.ids[k],
+                        p.layers[k],
+                        &mut self.candidates,
+                    );
                 }
-                let dist2 = o.cur.pos.dist2_raw(m.pos);
-                // In grid mode the ring of one cell is exactly the nine-grid.
-                if radius_mode
-                    && dist2 > o.enter2
-                    && (dist2 > o.stay2 || self.stamps.was_visible[s as usize] != stamp)
-                {
-                    continue;
+            }
+        } else {
+            for c in ring.cells() {
+                for (s, m) in self.grid.members(c) {
+                    filter.consider(s, m.pos, m.id, m.layers, &mut self.candidates);
                 }
-                self.candidates.push(Candidate {
-                    dist2,
-                    id: m.id,
-                    slot: s,
-                });
             }
         }
 
