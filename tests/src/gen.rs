@@ -1,0 +1,667 @@
+//! Random scenarios.
+//!
+//! Proptest strategies draw abstract operations ("walk slot 3 a little to the
+//! left", "teleport slot 5", "spawn at the world's far edge"), which are then
+//! turned into concrete [`Command`]s against the drawn [`Config`]. Keeping
+//! the operations abstract lets proptest shrink a failure to a few readable
+//! commands, and keeps most commands inside the world so the interesting
+//! cases (borders, hysteresis bands, crowds) actually happen.
+
+use std::collections::BTreeMap;
+
+use lockgrid_kernel::{
+    Command, Config, Dir, EntityId, Fix, Move, Pos, Spawn, Visibility, MAX_RADIUS,
+};
+use proptest::prelude::*;
+
+/// A config and the commands of each tick; the first entry is tick 1.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// The world's config.
+    pub config: Config,
+    /// Commands per tick.
+    pub ticks: Vec<Vec<Command>>,
+}
+
+/// The ids scenarios use, by slot: small ones first, then the extremes.
+pub const IDS: [EntityId; 16] = [
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    0,
+    u64::MAX,
+    7,
+    8,
+    1 << 32,
+    u64::MAX - 1,
+    9,
+    10,
+    11,
+    12,
+];
+
+/// How big and how constrained a generated scenario is.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Most ticks.
+    pub ticks: usize,
+    /// Most commands in one tick.
+    pub commands: usize,
+    /// How many distinct ids (at most [`IDS`]`.len()`).
+    pub ids: usize,
+    /// Capacities large enough never to reject (for order-independence tests).
+    pub roomy: bool,
+    /// Only this visibility mode, or both.
+    pub mode: Option<Visibility>,
+}
+
+impl Shape {
+    /// Two dozen ticks of up to 8 commands over 10 ids, both modes, small capacities.
+    pub const DEFAULT: Shape = Shape {
+        ticks: 24,
+        commands: 8,
+        ids: 10,
+        roomy: false,
+        mode: None,
+    };
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape::DEFAULT
+    }
+}
+
+/// A place in or near the world.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// A point inside the world, as fractions (of 65536) of its extent.
+    Inside(u16, u16),
+    /// A point of a half-cell lattice near the origin: entities share points
+    /// and distances, so crowds, culling ties and exact cell borders happen.
+    Lattice(u8, u8),
+    /// One of a few hand-picked border cases, some of them outside.
+    Edge(u8),
+}
+
+/// Where a move goes.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// Anywhere: a teleport.
+    Place(Place),
+    /// A short walk from the last position, in sixteenths of a cell.
+    Step(i8, i8),
+    /// The same position again.
+    Stay,
+}
+
+/// How a move changes the heading.
+#[derive(Clone, Copy, Debug)]
+enum Turn {
+    Keep,
+    By(i16),
+    To(u16),
+}
+
+/// A spawn's radius.
+#[derive(Clone, Copy, Debug)]
+enum Radius {
+    /// In sixteenths of a cell.
+    Cells16(u8),
+    Max,
+    Negative,
+    TooBig,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Spawn {
+        slot: Slot,
+        at: Place,
+        observer: bool,
+        radius: Radius,
+        layers: u32,
+        interest: u32,
+        dir: u16,
+        speed: i8,
+    },
+    Move {
+        slot: Slot,
+        to: Target,
+        turn: Turn,
+        speed: i8,
+    },
+    Despawn {
+        slot: Slot,
+    },
+}
+
+fn fix_raw(raw: i64) -> Fix {
+    Fix::from_bits(raw)
+}
+
+fn place() -> impl Strategy<Value = Place> {
+    prop_oneof![
+        6 => (any::<u16>(), any::<u16>()).prop_map(|(x, y)| Place::Inside(x, y)),
+        3 => (any::<u8>(), any::<u8>()).prop_map(|(x, y)| Place::Lattice(x, y)),
+        1 => (0u8..8).prop_map(Place::Edge),
+    ]
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![
+        2 => place().prop_map(Target::Place),
+        6 => (-24i8..=24, -24i8..=24).prop_map(|(x, y)| Target::Step(x, y)),
+        1 => (-1i8..=1, -1i8..=1).prop_map(|(x, y)| Target::Step(x, y)),
+        2 => Just(Target::Stay),
+    ]
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    prop_oneof![
+        4 => Just(Turn::Keep),
+        2 => (-400i16..=400).prop_map(Turn::By),
+        1 => any::<u16>().prop_map(Turn::To),
+    ]
+}
+
+fn speed() -> impl Strategy<Value = i8> {
+    prop_oneof![30 => 0i8..=8, 1 => Just(-1i8), 1 => any::<i8>()]
+}
+
+fn radius() -> impl Strategy<Value = Radius> {
+    prop_oneof![
+        40 => (0u8..=64).prop_map(Radius::Cells16),
+        1 => Just(Radius::Max),
+        1 => Just(Radius::Negative),
+        1 => Just(Radius::TooBig),
+    ]
+}
+
+fn mask() -> impl Strategy<Value = u32> {
+    prop_oneof![6 => Just(u32::MAX), 3 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32), 1 => Just(0u32)]
+}
+
+/// Which id a command names: usually one the generator believes is alive
+/// (for moves and despawns) or free (for spawns), sometimes any.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    index: u8,
+    aimed: bool,
+}
+
+fn slot(ids: usize) -> impl Strategy<Value = Slot> {
+    (0..ids as u8, prop::bool::weighted(0.9)).prop_map(|(index, aimed)| Slot { index, aimed })
+}
+
+fn op(ids: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (slot(ids), place(), any::<bool>(), radius(), mask(), mask(), any::<u16>(), speed()).prop_map(
+            |(slot, at, observer, radius, layers, interest, dir, speed)| Op::Spawn {
+                slot,
+                at,
+                observer,
+                radius,
+                layers,
+                interest,
+                dir,
+                speed,
+            }
+        ),
+        7 => (slot(ids), target(), turn(), speed())
+            .prop_map(|(slot, to, turn, speed)| Op::Move { slot, to, turn, speed }),
+        1 => slot(ids).prop_map(|slot| Op::Despawn { slot }),
+    ]
+}
+
+/// Configs across both modes, negative and fractional origins, tiny and
+/// large cells, hysteresis, throttle settings and (unless `roomy`) small
+/// capacities.
+pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
+    let origin = prop_oneof![
+        2 => Just(0i64),
+        3 => (-3000i64..3000, 0i64..65536).prop_map(|(i, f)| (i << 16) + f),
+        1 => Just(-(1i64 << 40)),
+    ];
+    let cell = prop_oneof![
+        3 => Just(100i64 << 16),
+        3 => (1i64..=200).prop_map(|c| c << 16),
+        2 => (1i64 << 12)..(300i64 << 16),
+    ];
+    let mode = match shape.mode {
+        Some(m) => Just(m).boxed(),
+        None => prop_oneof![Just(Visibility::Grid), Just(Visibility::Radius)].boxed(),
+    };
+    let hysteresis = prop_oneof![2 => Just(0u16), 3 => any::<u16>()];
+    let throttle = (
+        0u64..=4,
+        prop_oneof![1 => Just(0u16), 3 => any::<u16>()],
+        prop_oneof![1 => Just(0u16), 1 => Just(182u16), 1 => any::<u16>()],
+    );
+    let capacity = (
+        prop_oneof![1 => 1u32..=3, 3 => 4u32..=14],
+        any::<u32>(),
+        any::<u32>(),
+    );
+    (
+        (origin.clone(), origin),
+        cell,
+        (1u32..=8, 1u32..=8),
+        mode,
+        hysteresis,
+        throttle,
+        capacity,
+    )
+        .prop_map(
+            move |(
+                (ox, oy),
+                cell,
+                (w, h),
+                visibility,
+                hyst,
+                (interval, move_eps, dir_eps),
+                (cap, o, v),
+            )| {
+                let (max_entities, max_observers) = if shape.roomy {
+                    (64, 64)
+                } else {
+                    (cap, o % (cap + 1))
+                };
+                Config {
+                    origin: Pos::new(fix_raw(ox), fix_raw(oy)),
+                    cell_size: fix_raw(cell),
+                    width_cells: w,
+                    height_cells: h,
+                    visibility,
+                    // Up to two cells; a band wider than the radius is legal.
+                    hysteresis: fix_raw(scale(cell * 2, hyst)),
+                    update_interval: interval,
+                    // Up to half a cell.
+                    move_epsilon: fix_raw(scale(cell / 2, move_eps)),
+                    dir_epsilon: dir_eps,
+                    max_entities,
+                    max_observers,
+                    // Small views happen often, so culling does.
+                    max_view: if v % 3 == 0 {
+                        max_entities
+                    } else {
+                        (v % 5).min(max_entities)
+                    },
+                }
+            },
+        )
+}
+
+/// `len * frac / 65536`.
+fn scale(len: i64, frac: u16) -> i64 {
+    (i128::from(len) * i128::from(frac) / 65536) as i64
+}
+
+/// Random scenarios of the given shape.
+pub fn scenario(shape: Shape) -> impl Strategy<Value = Scenario> {
+    let ids = shape.ids.clamp(1, IDS.len());
+    let ticks = proptest::collection::vec(
+        proptest::collection::vec(op(ids), 0..=shape.commands),
+        1..=shape.ticks,
+    );
+    (config(shape), ticks).prop_map(move |(config, ops)| materialise(config, ids as u8, &ops))
+}
+
+/// What the generator remembers of a slot between commands, so walks start
+/// from where the entity last was asked to be.
+#[derive(Clone, Copy)]
+struct Last {
+    pos: Pos,
+    dir: Dir,
+}
+
+fn materialise(config: Config, ids: u8, ticks: &[Vec<Op>]) -> Scenario {
+    let cell = config.cell_size.to_bits();
+    let extent = |n: u32| i128::from(cell) * i128::from(n);
+    let (ox, oy) = (config.origin.x.to_bits(), config.origin.y.to_bits());
+    let (ex, ey) = (extent(config.width_cells), extent(config.height_cells));
+    let at = |p: Place| -> Pos {
+        let raw = |o: i64, e: i128, f: u16| (i128::from(o) + e * i128::from(f) / 65536) as i64;
+        match p {
+            Place::Inside(fx, fy) => Pos::new(fix_raw(raw(ox, ex, fx)), fix_raw(raw(oy, ey, fy))),
+            Place::Lattice(i, j) => {
+                let half = i128::from(cell / 2);
+                // Only a 4 × 4 patch of it, so entities crowd together.
+                let n = |cells: u32| (2 * i128::from(cells)).min(4);
+                let x = i128::from(ox) + half * (i128::from(i) % n(config.width_cells));
+                let y = i128::from(oy) + half * (i128::from(j) % n(config.height_cells));
+                Pos::new(fix_raw(x as i64), fix_raw(y as i64))
+            }
+            Place::Edge(k) => {
+                let far_x = (i128::from(ox) + ex) as i64;
+                let far_y = (i128::from(oy) + ey) as i64;
+                let mid_x =
+                    (i128::from(ox) + i128::from(cell) * i128::from(config.width_cells / 2)) as i64;
+                let (x, y) = match k {
+                    0 => (ox, oy),
+                    1 => (ox - 1, oy),
+                    2 => (far_x - 1, far_y - 1),
+                    3 => (far_x, oy),
+                    4 => (ox, far_y),
+                    5 => (i64::MIN, oy),
+                    6 => (ox, i64::MAX),
+                    _ => (mid_x, far_y - 1),
+                };
+                Pos::new(fix_raw(x), fix_raw(y))
+            }
+        }
+    };
+    let speed = |s: i8| fix_raw(i64::from(s) << 14);
+    let mut last: BTreeMap<u8, Last> = BTreeMap::new();
+    // Slots the generator believes alive (and whether each is an observer),
+    // tracked by the spawn rules so that most moves name a live entity.
+    let mut alive: BTreeMap<u8, bool> = BTreeMap::new();
+    let mut out = Vec::with_capacity(ticks.len());
+    for ops in ticks {
+        let mut commands = Vec::with_capacity(ops.len());
+        for &op in ops {
+            // Moves name a live slot, spawns a free one, unless the op is unaimed.
+            let pick = |s: Slot, alive: &BTreeMap<u8, bool>, want_alive: bool| -> u8 {
+                let pool: Vec<u8> = (0..ids)
+                    .filter(|i| alive.contains_key(i) == want_alive)
+                    .collect();
+                if s.aimed && !pool.is_empty() {
+                    pool[usize::from(s.index) % pool.len()]
+                } else {
+                    s.index
+                }
+            };
+            match op {
+                Op::Spawn {
+                    slot,
+                    at: place,
+                    observer,
+                    radius,
+                    layers,
+                    interest,
+                    dir,
+                    speed: s,
+                } => {
+                    let slot = pick(slot, &alive, false);
+                    let pos = at(place);
+                    let radius = match radius {
+                        Radius::Cells16(k) => fix_raw(cell / 16 * i64::from(k)),
+                        Radius::Max => MAX_RADIUS,
+                        Radius::Negative => fix_raw(-1),
+                        Radius::TooBig => fix_raw(MAX_RADIUS.to_bits() + 1),
+                    };
+                    let spawn = Spawn {
+                        id: IDS[slot as usize],
+                        pos,
+                        dir,
+                        speed: speed(s),
+                        observer,
+                        radius,
+                        layers,
+                        interest,
+                    };
+                    let observers = alive.values().filter(|o| **o).count() as u32;
+                    let fits = !alive.contains_key(&slot)
+                        && spawn.speed >= Fix::ZERO
+                        && (Fix::ZERO..=MAX_RADIUS).contains(&radius)
+                        && config.cell_of(pos).is_some()
+                        && (alive.len() as u32) < config.max_entities
+                        && (!observer || observers < config.max_observers);
+                    if fits {
+                        last.insert(slot, Last { pos, dir });
+                        alive.insert(slot, observer);
+                    }
+                    commands.push(Command::Spawn(spawn));
+                }
+                Op::Move {
+                    slot,
+                    to,
+                    turn,
+                    speed: s,
+                } => {
+                    let slot = pick(slot, &alive, true);
+                    let prev = last.get(&slot).copied().unwrap_or(Last {
+                        pos: at(Place::Inside(32768, 32768)),
+                        dir: 0,
+                    });
+                    let pos = match to {
+                        Target::Place(p) => at(p),
+                        Target::Step(dx, dy) => {
+                            let step = |p: Fix, d: i8| {
+                                fix_raw(p.to_bits().saturating_add(cell / 16 * i64::from(d)))
+                            };
+                            let ahead = Pos::new(step(prev.pos.x, dx), step(prev.pos.y, dy));
+                            let back = Pos::new(step(prev.pos.x, -dx), step(prev.pos.y, -dy));
+                            // Walk back from the edge most of the time; the rest runs out of bounds.
+                            if config.cell_of(ahead).is_none() && dx % 4 != 0 {
+                                back
+                            } else {
+                                ahead
+                            }
+                        }
+                        Target::Stay => prev.pos,
+                    };
+                    let dir = match turn {
+                        Turn::Keep => prev.dir,
+                        Turn::By(d) => prev.dir.wrapping_add_signed(d),
+                        Turn::To(d) => d,
+                    };
+                    if config.cell_of(pos).is_some() {
+                        last.insert(slot, Last { pos, dir });
+                    }
+                    commands.push(Command::Move(Move {
+                        id: IDS[slot as usize],
+                        pos,
+                        dir,
+                        speed: speed(s),
+                    }));
+                }
+                Op::Despawn { slot } => {
+                    let slot = pick(slot, &alive, true);
+                    alive.remove(&slot);
+                    commands.push(Command::Despawn {
+                        id: IDS[slot as usize],
+                    });
+                }
+            }
+        }
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
+/// A small, seeded, portable random number generator (SplitMix64), for
+/// tests that need randomness outside proptest.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// True with probability `1 / n`.
+    pub fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+}
+
+/// Reorders one tick's commands: commands about different entities are
+/// shuffled, commands about the same entity keep their relative order.
+pub fn shuffle_across_entities(commands: &[Command], rng: &mut Rng) -> Vec<Command> {
+    let mut owners: Vec<EntityId> = commands.iter().map(Command::entity).collect();
+    for i in (1..owners.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        owners.swap(i, j);
+    }
+    let mut queues: BTreeMap<EntityId, std::collections::VecDeque<Command>> = BTreeMap::new();
+    for c in commands {
+        queues.entry(c.entity()).or_default().push_back(*c);
+    }
+    owners
+        .into_iter()
+        .map(|id| {
+            queues
+                .get_mut(&id)
+                .and_then(std::collections::VecDeque::pop_front)
+                .expect("one queued command per owner slot")
+        })
+        .collect()
+}
+
+/// A busy deterministic scenario for load and allocation tests: hundreds of
+/// walkers, observers, a crowd far beyond `max_view` in one spot, teleports
+/// across the map, and despawn/respawn churn every tick, all in a world with
+/// a negative origin.
+pub fn busy(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
+    const ENTITIES: u64 = 400;
+    const CROWD: u64 = 80;
+    let config = Config {
+        origin: Pos::from_ints(-1600, -1600),
+        cell_size: Fix::from_num(100),
+        width_cells: 32,
+        height_cells: 32,
+        visibility,
+        hysteresis: Fix::from_num(25),
+        max_entities: 512,
+        max_observers: 64,
+        max_view: 24,
+        ..Config::default()
+    };
+    let mut rng = Rng::new(seed);
+    let coord = |rng: &mut Rng| Fix::from_num(rng.below(3199) as i64 - 1600);
+    let crowd_spot = Pos::from_ints(100, 100);
+    let spawn = |id: u64, pos: Pos| Spawn {
+        observer: id.is_multiple_of(8),
+        radius: Fix::from_num(150),
+        layers: 1 << (id % 3),
+        interest: if id.is_multiple_of(5) {
+            0b011
+        } else {
+            u32::MAX
+        },
+        ..Spawn::npc(id, pos)
+    };
+    let mut first = Vec::new();
+    let mut pos: Vec<Pos> = Vec::new();
+    for id in 0..ENTITIES {
+        let p = if id < CROWD {
+            Pos::new(
+                crowd_spot.x + Fix::from_num(id % 9),
+                crowd_spot.y + Fix::from_num(id / 9),
+            )
+        } else {
+            Pos::new(coord(&mut rng), coord(&mut rng))
+        };
+        pos.push(p);
+        first.push(Command::Spawn(spawn(id, p)));
+    }
+    let mut out = vec![first];
+    for _ in 1..ticks {
+        let mut commands = Vec::new();
+        for id in 0..ENTITIES {
+            let i = id as usize;
+            let r = rng.below(100);
+            if r < 40 {
+                // A walk of up to 20 units, staying inside the world.
+                let step = |c: Fix, d: i64| {
+                    (c + Fix::from_num(d)).clamp(Fix::from_num(-1600), Fix::from_num(1599))
+                };
+                let p = Pos::new(
+                    step(pos[i].x, rng.below(41) as i64 - 20),
+                    step(pos[i].y, rng.below(41) as i64 - 20),
+                );
+                pos[i] = p;
+                commands.push(Command::Move(Move {
+                    id,
+                    pos: p,
+                    dir: rng.next_u64() as u16,
+                    speed: Fix::from_num(rng.below(5)),
+                }));
+            } else if r < 42 {
+                let p = Pos::new(coord(&mut rng), coord(&mut rng));
+                pos[i] = p;
+                commands.push(Command::Move(Move {
+                    id,
+                    pos: p,
+                    dir: 0,
+                    speed: Fix::ZERO,
+                }));
+            } else if r < 43 {
+                commands.push(Command::Despawn { id });
+                commands.push(Command::Spawn(spawn(id, pos[i])));
+            } else if r < 44 && id < CROWD {
+                // Crowd members step back into the crowd.
+                let p = Pos::new(crowd_spot.x + Fix::from_num(id % 7), crowd_spot.y);
+                pos[i] = p;
+                commands.push(Command::Move(Move {
+                    id,
+                    pos: p,
+                    dir: 1,
+                    speed: Fix::ZERO,
+                }));
+            }
+        }
+        // A few rejected commands every tick as well.
+        commands.push(Command::Move(Move {
+            id: 10_000,
+            pos: crowd_spot,
+            dir: 0,
+            speed: Fix::ZERO,
+        }));
+        commands.push(Command::Spawn(spawn(0, crowd_spot)));
+        commands.push(Command::Move(Move {
+            id: 1,
+            pos: Pos::from_ints(5000, 0),
+            dir: 0,
+            speed: Fix::ZERO,
+        }));
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_keeps_per_entity_order() {
+        let cmds: Vec<Command> = (0..40)
+            .map(|i| {
+                Command::Move(Move {
+                    id: i % 4,
+                    pos: Pos::from_ints(i as i32, 0),
+                    dir: 0,
+                    speed: Fix::ZERO,
+                })
+            })
+            .collect();
+        let mut rng = Rng::new(7);
+        let shuffled = shuffle_across_entities(&cmds, &mut rng);
+        assert_ne!(shuffled, cmds, "40 commands over 4 entities should move");
+        for id in 0..4 {
+            let a: Vec<_> = cmds.iter().filter(|c| c.entity() == id).collect();
+            let b: Vec<_> = shuffled.iter().filter(|c| c.entity() == id).collect();
+            assert_eq!(a, b);
+        }
+    }
+}

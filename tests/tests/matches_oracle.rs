@@ -1,0 +1,92 @@
+//! Random scenarios in both visibility modes agree with the brute-force
+//! oracle tick by tick: events, order, views (queried and rebuilt from the
+//! event stream), entity states and throttle records.
+
+use lockgrid_kernel::Visibility;
+use lockgrid_tests::gen::{self, Shape};
+use lockgrid_tests::{check, wild};
+use proptest::prelude::*;
+
+const GRID: Shape = Shape {
+    mode: Some(Visibility::Grid),
+    ..Shape::DEFAULT
+};
+
+const RADIUS: Shape = Shape {
+    mode: Some(Visibility::Radius),
+    ..Shape::DEFAULT
+};
+
+/// Few ids and many ticks: lots of despawn/respawn of the same ids and long
+/// walks through hysteresis bands and throttle windows.
+const LONG: Shape = Shape {
+    ticks: 80,
+    commands: 5,
+    ids: 5,
+    ..Shape::DEFAULT
+};
+
+/// Many commands per tick over every id: crowds, culling, capacity churn.
+const CROWDED: Shape = Shape {
+    ticks: 10,
+    commands: 30,
+    ids: 16,
+    ..Shape::DEFAULT
+};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    #[test]
+    fn grid_mode_matches_oracle(s in gen::scenario(GRID)) {
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn radius_mode_matches_oracle(s in gen::scenario(RADIUS)) {
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn long_runs_with_few_ids_match_oracle(s in gen::scenario(LONG)) {
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn crowded_ticks_match_oracle(s in gen::scenario(CROWDED)) {
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Worlds at the limits (±2^45 extents, one-raw-unit cells, maximal
+    /// radius and hysteresis) with arbitrary commands: squared distances
+    /// near 2^125 must still compare exactly.
+    #[test]
+    fn extreme_worlds_match_oracle(
+        which in any::<prop::sample::Index>(),
+        ticks in prop::collection::vec(prop::collection::vec(wild::wild_command(), 0..10), 1..10),
+    ) {
+        let worlds = wild::extreme_configs();
+        let s = gen::Scenario { config: worlds[which.index(worlds.len())], ticks };
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Hundreds of entities, a crowd beyond `max_view`, teleports and respawn
+/// churn (the allocation test's workload) agree with the oracle.
+#[test]
+fn busy_world_matches_oracle() {
+    for visibility in [Visibility::Radius, Visibility::Grid] {
+        let s = gen::busy(7, 40, visibility);
+        if let Err(e) = check::against_oracle(&s) {
+            panic!("{visibility:?}: {e}");
+        }
+    }
+}

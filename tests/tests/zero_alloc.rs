@@ -1,0 +1,60 @@
+//! `step` never allocates in steady state: a counting global allocator
+//! watches thousands of ticks of a busy world (walkers, teleports, a crowd
+//! far beyond `max_view`, despawn/respawn churn, rejected commands).
+//!
+//! This binary holds a single test so nothing else allocates while it
+//! measures.
+
+use std::alloc::System;
+
+use lockgrid_kernel::{Event, Visibility, World};
+use lockgrid_tests::gen;
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const WARM_UP: usize = 200;
+const MEASURED: usize = 2500;
+
+fn steady_state_is_allocation_free(visibility: Visibility) {
+    let s = gen::busy(0x5eed, WARM_UP + MEASURED, visibility);
+    let mut world = World::new(s.config).expect("the busy config is valid");
+    let mut events: Vec<Event> = Vec::with_capacity(1 << 16);
+    let mut seen = 0u64;
+    for commands in &s.ticks[..WARM_UP] {
+        events.clear();
+        world.step(commands, &mut events);
+    }
+    for (i, commands) in s.ticks[WARM_UP..].iter().enumerate() {
+        events.clear();
+        let region = Region::new(GLOBAL);
+        let report = world.step(commands, &mut events);
+        let stats = region.change();
+        assert_eq!(
+            (stats.allocations, stats.reallocations, stats.deallocations),
+            (0, 0, 0),
+            "{visibility:?}: tick {} allocated: {stats:?}",
+            WARM_UP + i + 1
+        );
+        seen += report.events;
+    }
+    // The scenario must really be busy, or the test proves nothing.
+    assert!(
+        seen > (MEASURED as u64) * 100,
+        "{visibility:?}: only {seen} events"
+    );
+    assert!(world.len() > 350);
+}
+
+#[test]
+fn step_does_not_allocate_after_warm_up() {
+    // The counter itself works: a visible allocation is seen.
+    let region = Region::new(GLOBAL);
+    let probe = std::hint::black_box(vec![1u8; 64]);
+    assert!(region.change().allocations >= 1);
+    drop(probe);
+
+    steady_state_is_allocation_free(Visibility::Radius);
+    steady_state_is_allocation_free(Visibility::Grid);
+}
