@@ -25,6 +25,9 @@
 #![forbid(unsafe_code)]
 
 pub mod decimal;
+pub mod journal;
 pub mod jsonl;
+pub mod replay;
 pub mod run;
 pub mod scenario;
+pub mod store;

@@ -25,6 +25,7 @@ use core::fmt;
 
 use lockgrid_kernel::{Command, Config, ConfigError};
 
+pub(crate) use write::write_command;
 pub use write::write_json;
 
 /// A parsed scenario: the world config and each tick's commands.

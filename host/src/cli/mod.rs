@@ -1,12 +1,14 @@
 //! Command-line parsing and the shared error/exit handling of `lockgrid`.
 
+mod replay;
 mod run;
 
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgGroup, Parser, Subcommand};
+use lockgrid_host::replay::{EventFilter, TickRange};
 
 /// lockgrid: a deterministic lockstep area-of-interest kernel and its tools.
 #[derive(Parser)]
@@ -25,6 +27,41 @@ enum Commands {
         /// Print a short table (ticks, events, rejections, digest, step times) instead of events.
         #[arg(long)]
         summary: bool,
+        /// Also journal every tick (and write snapshots) into this data folder, which must not hold a journal yet.
+        #[arg(long, value_name = "DATA_DIR")]
+        journal: Option<PathBuf>,
+        /// With --journal: write a state snapshot every this many ticks (0: never).
+        #[arg(
+            long,
+            value_name = "TICKS",
+            default_value_t = 600,
+            requires = "journal"
+        )]
+        snapshot_every: u64,
+    },
+    /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
+    #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
+    Replay {
+        /// The data folder (holding journal.lgj and snapshots/).
+        data_dir: PathBuf,
+        /// Compare every tick's digest (and every snapshot) with a re-run; report the first divergence.
+        #[arg(long)]
+        verify: bool,
+        /// Print the JSON Lines event stream (the `run` format) of the journaled ticks.
+        #[arg(long)]
+        events: bool,
+        /// Write a scenario for the tick range, starting from the state before --from.
+        #[arg(long, value_name = "FILE")]
+        export_scenario: Option<PathBuf>,
+        /// First tick of interest.
+        #[arg(long, value_name = "T", default_value_t = 1)]
+        from: u64,
+        /// Last tick of interest (default: the journal's last).
+        #[arg(long, value_name = "T")]
+        to: Option<u64>,
+        /// With --events: only this observer's events (and rejections of its commands).
+        #[arg(long, value_name = "ID", requires = "events")]
+        observer: Option<u64>,
     },
 }
 
@@ -50,7 +87,35 @@ pub(crate) fn output_error(e: io::Error) -> Option<Failure> {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Commands::Run { scenario, summary } => run::run(&scenario, summary),
+        Commands::Run {
+            scenario,
+            summary,
+            journal,
+            snapshot_every,
+        } => run::run(&scenario, summary, journal.as_deref(), snapshot_every),
+        Commands::Replay {
+            data_dir,
+            verify,
+            events,
+            export_scenario,
+            from,
+            to,
+            observer,
+        } => {
+            let range = TickRange { from, to };
+            if verify {
+                replay::verify(&data_dir, range)
+            } else if events {
+                replay::events(&data_dir, range, EventFilter { observer })
+            } else if let Some(file) = export_scenario {
+                replay::export(&data_dir, range, &file)
+            } else {
+                // clap requires exactly one of the three modes.
+                Err(Failure::new(
+                    "choose --verify, --events or --export-scenario",
+                ))
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,8 +3,10 @@
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use lockgrid_host::run::{run_scenario, summarize_scenario, RunError};
+use lockgrid_host::jsonl;
+use lockgrid_host::run::{run_scenario, run_with, summarize_scenario, RunError};
 use lockgrid_host::scenario::Scenario;
+use lockgrid_host::store::{Recorder, StoreOptions};
 
 use super::{output_error, Failure};
 
@@ -16,11 +18,44 @@ pub(crate) fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
         .map_err(|e| Failure::new(format_args!("{}: {e}", path.display())))
 }
 
-pub(crate) fn run(path: &Path, summary: bool) -> Result<(), Failure> {
+pub(crate) fn run(
+    path: &Path,
+    summary: bool,
+    journal: Option<&Path>,
+    snapshot_every: u64,
+) -> Result<(), Failure> {
     let scenario = load_scenario(path)?;
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    let result = if summary {
+    let result = if let Some(dir) = journal {
+        let options = StoreOptions {
+            snapshot_every,
+            ..StoreOptions::default()
+        };
+        let mut recorder = Recorder::create(dir, &scenario.config, options)
+            .map_err(|e| Failure::new(format_args!("{}: {e}", dir.display())))?;
+        // Journal first: a tick's results go out only once it is durable.
+        let result = run_with(&scenario, |t| {
+            recorder
+                .record(t.world, t.commands, t.report)
+                .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))?;
+            if summary {
+                Ok(())
+            } else {
+                jsonl::write_tick(&mut out, t.report, t.events)
+            }
+        });
+        recorder
+            .close()
+            .map_err(|e| Failure::new(format_args!("{}: {e}", dir.display())))?;
+        result.and_then(|s| {
+            if summary {
+                write!(out, "{s}")?;
+            }
+            out.flush()?;
+            Ok(s)
+        })
+    } else if summary {
         summarize_scenario(&scenario).and_then(|s| {
             write!(out, "{s}")?;
             out.flush()?;

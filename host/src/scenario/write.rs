@@ -25,7 +25,7 @@ pub fn write_json<W: Write>(scenario: &Scenario, out: &mut W) -> io::Result<()> 
         for (j, command) in tick.iter().enumerate() {
             let sep = if j == 0 { "" } else { "," };
             write!(out, "{sep}\n   ")?;
-            write_command(command, &scenario.config, out)?;
+            write_command(command, Some(&scenario.config), out)?;
         }
         write!(out, "\n  ]}}")?;
     }
@@ -67,7 +67,13 @@ fn write_config<W: Write>(c: &Config, out: &mut W) -> io::Result<()> {
     )
 }
 
-fn write_command<W: Write>(command: &Command, config: &Config, out: &mut W) -> io::Result<()> {
+/// Writes one command as a scenario object; `config` decides which spawn
+/// radius is the default (without one, the radius is always written).
+pub(crate) fn write_command<W: Write>(
+    command: &Command,
+    config: Option<&Config>,
+    out: &mut W,
+) -> io::Result<()> {
     match command {
         Command::Spawn(s) => {
             let d = Spawn::npc(s.id, s.pos);
@@ -86,7 +92,7 @@ fn write_command<W: Write>(command: &Command, config: &Config, out: &mut W) -> i
             if s.observer {
                 write!(out, ", \"observer\": true")?;
             }
-            if s.radius != config.cell_size {
+            if config.is_none_or(|c| s.radius != c.cell_size) {
                 write!(out, ", \"radius\": {}", D(s.radius))?;
             }
             if s.layers != d.layers {

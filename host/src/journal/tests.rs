@@ -1,0 +1,228 @@
+use std::path::{Path, PathBuf};
+
+use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn};
+
+use super::*;
+
+const TICKS: u64 = 5;
+
+fn commands(tick: u64) -> Vec<Command> {
+    let id = tick % 3;
+    match tick % 3 {
+        0 => vec![Command::Despawn { id }],
+        1 => vec![
+            Command::Spawn(Spawn::observer(
+                tick,
+                Pos::from_ints(tick as i32, 3),
+                Fix::from_num(50),
+            )),
+            Command::Move(Move {
+                id,
+                pos: Pos::from_ints(-1, 2),
+                dir: 7,
+                speed: Fix::from_bits(5),
+            }),
+        ],
+        _ => vec![],
+    }
+}
+
+/// A journal of `TICKS` ticks; returns its path and each record's start offset.
+fn journal(dir: &tempfile::TempDir) -> (PathBuf, Vec<u64>) {
+    let path = dir.path().join("journal.lgj");
+    let mut j = Journal::create(&path, &Config::default(), SyncPolicy::Never).unwrap();
+    let mut starts = Vec::new();
+    for tick in 1..=TICKS {
+        starts.push(std::fs::metadata(&path).unwrap().len());
+        j.append(tick, &commands(tick), tick * 1000).unwrap();
+        j.sync().unwrap();
+    }
+    j.close().unwrap();
+    (path, starts)
+}
+
+fn read_all(path: &Path) -> Result<(Vec<Record>, Option<TornTail>), JournalError> {
+    let mut r = JournalReader::open(path)?;
+    let mut records = Vec::new();
+    while let Some(rec) = r.next_record()? {
+        records.push(rec);
+    }
+    Ok((records, r.torn_tail()))
+}
+
+#[test]
+fn records_read_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let (records, torn) = read_all(&path).unwrap();
+    assert_eq!(torn, None);
+    assert_eq!(records.len() as u64, TICKS);
+    for (i, r) in records.iter().enumerate() {
+        let tick = i as u64 + 1;
+        assert_eq!(
+            *r,
+            Record {
+                tick,
+                digest: tick * 1000,
+                commands: commands(tick)
+            }
+        );
+    }
+}
+
+#[test]
+fn torn_tail_is_cut_at_every_byte_offset_of_the_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, starts) = journal(&dir);
+    let full = std::fs::read(&path).unwrap();
+    let last = *starts.last().unwrap() as usize;
+    for cut in last + 1..full.len() {
+        let torn_path = dir.path().join("torn.lgj");
+        std::fs::write(&torn_path, &full[..cut]).unwrap();
+        let (mut j, report) = Journal::open(&torn_path, SyncPolicy::EveryTick).unwrap();
+        let torn = report
+            .truncated
+            .unwrap_or_else(|| panic!("cut {cut}: no torn tail"));
+        assert_eq!(torn.offset, last as u64, "cut {cut}");
+        assert_eq!(torn.bytes, (cut - last) as u64);
+        assert_eq!(torn.after_tick, TICKS - 1);
+        assert_eq!(report.last_tick, TICKS - 1);
+        assert_eq!(report.last_digest, Some((TICKS - 1) * 1000));
+        assert_eq!(std::fs::metadata(&torn_path).unwrap().len(), last as u64);
+        // The journal goes on from the last complete tick.
+        j.append(TICKS, &commands(TICKS), 1).unwrap();
+        j.close().unwrap();
+        let (records, torn) = read_all(&torn_path).unwrap();
+        assert_eq!((records.len() as u64, torn), (TICKS, None));
+    }
+    // Cut exactly at a record boundary: a clean end, nothing to report.
+    let clean = dir.path().join("clean.lgj");
+    std::fs::write(&clean, &full[..last]).unwrap();
+    let (_, report) = Journal::open(&clean, SyncPolicy::EveryTick).unwrap();
+    assert_eq!((report.last_tick, report.truncated), (TICKS - 1, None));
+}
+
+#[test]
+fn zero_filled_tail_is_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0; 4096]);
+    std::fs::write(&path, &bytes).unwrap();
+    let (_, report) = Journal::open(&path, SyncPolicy::EveryTick).unwrap();
+    let torn = report.truncated.unwrap();
+    assert_eq!(
+        (torn.offset, torn.bytes, torn.fault),
+        (len, 4096, RecordFault::Length(0))
+    );
+    assert_eq!(report.last_tick, TICKS);
+}
+
+#[test]
+fn bit_flips_before_the_last_record_are_corruption_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, starts) = journal(&dir);
+    let full = std::fs::read(&path).unwrap();
+    let flipped = dir.path().join("flipped.lgj");
+    for (k, window) in starts.windows(2).enumerate() {
+        let (start, end) = (window[0] as usize, window[1] as usize);
+        for byte in start..end {
+            for bit in 0..8 {
+                let mut bytes = full.clone();
+                bytes[byte] ^= 1 << bit;
+                std::fs::write(&flipped, &bytes).unwrap();
+                match Journal::open(&flipped, SyncPolicy::EveryTick) {
+                    Err(JournalError::Corrupt {
+                        offset, after_tick, ..
+                    }) => {
+                        assert_eq!((offset, after_tick), (start as u64, k as u64));
+                    }
+                    Err(e) => panic!("byte {byte} bit {bit}: {e}"),
+                    Ok(_) => panic!("byte {byte} bit {bit}: accepted"),
+                }
+                assert_eq!(std::fs::read(&flipped).unwrap(), bytes, "file was modified");
+                assert!(matches!(
+                    read_all(&flipped),
+                    Err(JournalError::Corrupt { .. })
+                ));
+            }
+        }
+    }
+}
+
+#[test]
+fn bit_flips_in_the_last_record_are_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, starts) = journal(&dir);
+    let full = std::fs::read(&path).unwrap();
+    let last = *starts.last().unwrap() as usize;
+    let flipped = dir.path().join("flipped.lgj");
+    for byte in last..full.len() {
+        let mut bytes = full.clone();
+        bytes[byte] ^= 0x10;
+        std::fs::write(&flipped, &bytes).unwrap();
+        let (_, report) = Journal::open(&flipped, SyncPolicy::EveryTick).unwrap();
+        assert_eq!(report.last_tick, TICKS - 1, "byte {byte}");
+        assert_eq!(report.truncated.map(|t| t.offset), Some(last as u64));
+    }
+}
+
+#[test]
+fn damaged_headers_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let full = std::fs::read(&path).unwrap();
+    let bad = dir.path().join("bad.lgj");
+    for cut in 0..HEADER_LEN {
+        std::fs::write(&bad, &full[..cut]).unwrap();
+        assert!(matches!(
+            Journal::open(&bad, SyncPolicy::EveryTick),
+            Err(JournalError::TruncatedHeader { len }) if len == cut as u64
+        ));
+    }
+    for byte in 0..HEADER_LEN {
+        let mut bytes = full.clone();
+        bytes[byte] ^= 0x01;
+        std::fs::write(&bad, &bytes).unwrap();
+        let err = Journal::open(&bad, SyncPolicy::EveryTick).err();
+        let expected = match byte {
+            0..8 => matches!(err, Some(JournalError::BadMagic)),
+            8..12 => matches!(err, Some(JournalError::UnsupportedVersion(_))),
+            12..16 => matches!(err, Some(JournalError::BadConfigLength(_))),
+            _ => matches!(err, Some(JournalError::HeaderChecksum)),
+        };
+        assert!(expected, "byte {byte}: {err:?}");
+    }
+}
+
+#[test]
+fn appends_must_follow_the_last_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let (mut j, report) = Journal::open(&path, SyncPolicy::EveryTick).unwrap();
+    assert_eq!((report.last_tick, report.truncated), (TICKS, None));
+    assert_eq!(*j.config(), Config::default());
+    assert!(matches!(
+        j.append(TICKS + 2, &[], 0),
+        Err(JournalError::OutOfSequence {
+            expected: 6,
+            given: 7
+        })
+    ));
+    assert!(matches!(
+        j.append(TICKS, &[], 0),
+        Err(JournalError::OutOfSequence { .. })
+    ));
+    let huge = vec![Command::Despawn { id: 1 }; MAX_PAYLOAD / 9 + 1];
+    assert!(matches!(
+        j.append(TICKS + 1, &huge, 0),
+        Err(JournalError::TickTooLarge { .. })
+    ));
+    j.append(TICKS + 1, &[], 0).unwrap();
+    j.sync().unwrap();
+    assert!(matches!(
+        Journal::create(&path, &Config::default(), SyncPolicy::EveryTick),
+        Err(JournalError::Exists)
+    ));
+}

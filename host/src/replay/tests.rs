@@ -1,0 +1,325 @@
+use std::path::Path;
+
+use lockgrid_kernel::{Command, Fix, Pos, Spawn};
+
+use super::*;
+use crate::journal::{Journal, SyncPolicy};
+use crate::run::run_with;
+use crate::store::{recover, Recorder, StoreOptions};
+
+fn town_square() -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/town_square.json");
+    Scenario::from_json_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Runs `scenario` into data folder `dir`; returns each tick's digest.
+fn record(dir: &Path, scenario: &Scenario, snapshot_every: u64) -> Vec<u64> {
+    let options = StoreOptions {
+        sync: SyncPolicy::Never,
+        snapshot_every,
+        keep_snapshots: 0,
+    };
+    let mut recorder = Recorder::create(dir, &scenario.config, options).unwrap();
+    let mut digests = Vec::new();
+    run_with(scenario, |t| {
+        digests.push(t.report.digest);
+        recorder
+            .record(t.world, t.commands, t.report)
+            .map_err(std::io::Error::other)
+    })
+    .unwrap();
+    recorder.close().unwrap();
+    digests
+}
+
+/// Rewrites the journal of `dir` through `edit(record)`, keeping every digest as journaled.
+fn tamper(dir: &Path, edit: impl Fn(&mut Record)) {
+    let path = journal_path(dir);
+    let mut reader = JournalReader::open(&path).unwrap();
+    let config = *reader.config();
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    std::fs::remove_file(&path).unwrap();
+    let mut j = Journal::create(&path, &config, SyncPolicy::Never).unwrap();
+    for mut r in records {
+        edit(&mut r);
+        j.append(r.tick, &r.commands, r.digest).unwrap();
+    }
+    j.close().unwrap();
+}
+
+fn verify_all(dir: &Path) -> Verified {
+    verify(dir, TickRange::default(), |_, _| {}).unwrap()
+}
+
+#[test]
+fn a_faithful_journal_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let v = verify_all(dir.path());
+    assert_eq!(v.desync, None);
+    assert_eq!(
+        (v.ticks, v.snapshots_checked, v.started_from),
+        (40, 4, None)
+    );
+    // From tick 25 on, the replay starts at the snapshot of tick 20.
+    let v = verify(
+        dir.path(),
+        TickRange {
+            from: 25,
+            to: Some(33),
+        },
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(v.desync, None);
+    assert_eq!(v.started_from.map(|s| s.0), Some(20));
+    assert_eq!((v.ticks, v.snapshots_checked), (13, 1));
+}
+
+#[test]
+fn a_changed_command_is_found_and_diffed_against_the_next_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    // Tick 5 spawned NPC 201 at [320, 300]; pretend it was logged as [330, 300].
+    tamper(dir.path(), |r| {
+        for c in &mut r.commands {
+            if let Command::Spawn(s) = c {
+                if s.id == 201 {
+                    s.pos = Pos::from_ints(330, 300);
+                }
+            }
+        }
+    });
+    let v = verify_all(dir.path());
+    let desync = v.desync.expect("no desync found");
+    assert_eq!(desync.tick, 5);
+    assert!(matches!(desync.kind, DesyncKind::Digest { .. }));
+    let Comparison::Snapshot { tick, diffs, .. } = &desync.comparison else {
+        panic!("no snapshot comparison: {desync}")
+    };
+    assert_eq!(*tick, 10);
+    let npc = diffs
+        .iter()
+        .find_map(|d| match d {
+            EntityDiff::Changed { id: 201, fields } => Some(fields),
+            _ => None,
+        })
+        .expect("entity 201 not in the diff");
+    assert!(
+        npc.contains(&("pos", "[320, 300]".to_owned(), "[330, 300]".to_owned())),
+        "{npc:?}"
+    );
+    let text = desync.to_string();
+    assert!(text.starts_with("DESYNC at tick 5\n"), "{text}");
+    assert!(
+        text.contains("{\"spawn\": {\"id\": 201, \"pos\": [330, 300]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    pos        recorded [320, 300]\n               replayed [330, 300]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_wrong_digest_with_matching_states_blames_the_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    tamper(dir.path(), |r| {
+        if r.tick == 7 {
+            r.digest ^= 1;
+        }
+    });
+    let desync = verify_all(dir.path()).desync.expect("no desync");
+    assert_eq!(desync.tick, 7);
+    assert!(
+        matches!(desync.comparison, Comparison::Snapshot { tick: 10, ref diffs, .. } if diffs.is_empty())
+    );
+    assert!(desync
+        .to_string()
+        .contains("the journaled digest itself is suspect"));
+}
+
+#[test]
+fn without_snapshots_the_touched_entities_are_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 0);
+    tamper(dir.path(), |r| {
+        if r.tick == 12 {
+            r.commands
+                .push(Command::Spawn(Spawn::npc(4242, Pos::from_ints(1, 1))));
+        }
+    });
+    let desync = verify_all(dir.path()).desync.expect("no desync");
+    assert_eq!(desync.tick, 12);
+    let Comparison::Touched(diffs) = &desync.comparison else {
+        panic!("{desync}")
+    };
+    assert!(diffs
+        .iter()
+        .any(|d| matches!(d, EntityDiff::OnlyReplayed(s) if s.id == 4242)));
+    assert!(desync
+        .to_string()
+        .contains("no snapshot at or after tick 12"));
+}
+
+#[test]
+fn a_snapshot_that_disagrees_with_the_replay_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let path = snapshot_dir(dir.path()).join(crate::store::snapshot_file_name(20));
+    let mut s = read_snapshot(&path).unwrap();
+    s.entities[0].state.speed = Fix::from_num(99);
+    crate::store::write_snapshot(&snapshot_dir(dir.path()), &s).unwrap();
+    let desync = verify_all(dir.path()).desync.expect("no desync");
+    assert_eq!(desync.tick, 20);
+    assert!(matches!(desync.kind, DesyncKind::Snapshot { .. }));
+    assert!(
+        desync.to_string().contains("speed      recorded 99\n"),
+        "{desync}"
+    );
+}
+
+#[test]
+fn events_match_the_original_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = town_square();
+    record(dir.path(), &scenario, 10);
+    let mut original = Vec::new();
+    crate::run::run_scenario(&scenario, &mut original).unwrap();
+    let mut replayed = Vec::new();
+    write_events(
+        dir.path(),
+        TickRange::default(),
+        EventFilter::default(),
+        &mut replayed,
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(replayed).unwrap(),
+        String::from_utf8(original.clone()).unwrap()
+    );
+    // A range starting after a snapshot gives the same lines as the full run.
+    let mut part = Vec::new();
+    write_events(
+        dir.path(),
+        TickRange {
+            from: 23,
+            to: Some(31),
+        },
+        EventFilter::default(),
+        &mut part,
+    )
+    .unwrap();
+    let expected: String = String::from_utf8(original)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let tick: u64 = l[8..l.find(',').unwrap()].parse().unwrap();
+            (23..=31).contains(&tick)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(String::from_utf8(part).unwrap(), expected);
+    // The observer filter keeps only that observer's lines.
+    let mut mine = Vec::new();
+    write_events(
+        dir.path(),
+        TickRange::default(),
+        EventFilter { observer: Some(3) },
+        &mut mine,
+    )
+    .unwrap();
+    let mine = String::from_utf8(mine).unwrap();
+    for line in mine.lines().filter(|l| !l.contains("\"type\":\"tick\"")) {
+        assert!(
+            line.contains("\"observer\":3,") || line.contains("\"entity\":3,"),
+            "{line}"
+        );
+    }
+    assert!(mine.contains("\"type\":\"leave\",\"observer\":3,\"subject\":201"));
+}
+
+#[test]
+fn exported_scenarios_reproduce_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = town_square();
+    let digests = record(dir.path(), &scenario, 10);
+    // From the first tick, the export is the scenario itself.
+    let whole = export_scenario(dir.path(), TickRange::default()).unwrap();
+    assert_eq!(whole, scenario);
+    // From tick 21, spawns rebuild the state after tick 20; every entity
+    // then ends exactly where the journaled run left it.
+    let part = export_scenario(dir.path(), TickRange { from: 21, to: None }).unwrap();
+    assert_eq!(part.ticks.len(), 1 + 20);
+    assert!(part.ticks[0].iter().all(|c| matches!(c, Command::Spawn(_))));
+    let reparsed = Scenario::from_json_str(&part.to_json()).unwrap();
+    assert_eq!(reparsed, part);
+    let mut original = World::new(scenario.config).unwrap();
+    let mut exported = World::new(part.config).unwrap();
+    let mut events = Vec::new();
+    for t in &scenario.ticks {
+        original.step(t, &mut events);
+    }
+    for t in &part.ticks {
+        exported.step(t, &mut events);
+    }
+    assert_eq!(original.digest(), digests[39]);
+    let sorted = |w: &World| {
+        let mut v: Vec<EntityState> = w.entities().collect();
+        v.sort_by_key(|s| s.id);
+        v
+    };
+    assert_eq!(sorted(&exported), sorted(&original));
+    assert!(matches!(
+        export_scenario(dir.path(), TickRange { from: 99, to: None }),
+        Err(StoreError::NoSuchTick { tick: 98, last: 40 })
+    ));
+}
+
+#[test]
+fn recovery_uses_the_newest_good_snapshot_and_checks_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = town_square();
+    let digests = record(dir.path(), &scenario, 10);
+    // Crash mid-append of tick 40: the journal's last record is torn.
+    let jpath = journal_path(dir.path());
+    let len = std::fs::metadata(&jpath).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&jpath)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    // And the snapshot of tick 30 was damaged.
+    let snap30 = snapshot_dir(dir.path()).join(crate::store::snapshot_file_name(30));
+    let mut bytes = std::fs::read(&snap30).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&snap30, bytes).unwrap();
+
+    let options = StoreOptions {
+        sync: SyncPolicy::EveryTick,
+        snapshot_every: 10,
+        keep_snapshots: 0,
+    };
+    let (mut world, mut recorder, report) = recover(dir.path(), options).unwrap();
+    assert!(report.torn_tail.is_some());
+    assert_eq!(report.snapshot.as_ref().map(|s| s.0), Some(20));
+    assert_eq!(report.skipped.len(), 1);
+    assert_eq!((report.replayed, report.tick), (19, 39));
+    assert_eq!(world.digest(), digests[38]);
+    // The host re-runs tick 40 and carries on; the journal agrees again.
+    let mut events = Vec::new();
+    let r = world.step(&scenario.ticks[39], &mut events);
+    assert_eq!(r.digest, digests[39]);
+    recorder.record(&world, &scenario.ticks[39], &r).unwrap();
+    recorder.close().unwrap();
+    let v = verify_all(dir.path());
+    assert_eq!((v.ticks, v.desync), (40, None));
+    let text = report.to_string();
+    assert!(text.contains("restored tick 20"), "{text}");
+}

@@ -1,0 +1,219 @@
+//! Snapshot files: one kernel [`Snapshot`], checksummed, written atomically.
+
+use core::fmt;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use lockgrid_kernel::{RestoreError, Snapshot};
+
+use crate::journal::sync_parent;
+
+/// First eight bytes of every snapshot file.
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"LGSNAPSH";
+/// Snapshot file format version written by this build.
+pub const SNAPSHOT_VERSION: u32 = 1;
+/// Bytes before the payload: magic, version, flags, tick, digest, length, CRC.
+pub const SNAPSHOT_HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 4;
+
+/// Why a snapshot file cannot be used.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// An operating-system error.
+    Io(io::Error),
+    /// Shorter than its header, or its length field disagrees with its size.
+    Truncated,
+    /// Not a snapshot file.
+    BadMagic,
+    /// A format version this build cannot read.
+    UnsupportedVersion(u32),
+    /// The CRC does not match.
+    Checksum,
+    /// The payload does not decode as a kernel snapshot.
+    Decode(postcard::Error),
+    /// The header's tick or digest disagrees with the payload's.
+    HeaderMismatch,
+    /// The kernel refused the state.
+    Restore(RestoreError),
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Io(e) => write!(f, "{e}"),
+            SnapshotError::Truncated => f.write_str("truncated snapshot file"),
+            SnapshotError::BadMagic => f.write_str("not a lockgrid snapshot (bad magic)"),
+            SnapshotError::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
+            SnapshotError::Checksum => f.write_str("snapshot CRC mismatch"),
+            SnapshotError::Decode(e) => write!(f, "snapshot payload does not decode: {e}"),
+            SnapshotError::HeaderMismatch => {
+                f.write_str("snapshot header disagrees with its payload")
+            }
+            SnapshotError::Restore(e) => write!(f, "snapshot cannot be restored: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+impl From<io::Error> for SnapshotError {
+    fn from(e: io::Error) -> Self {
+        SnapshotError::Io(e)
+    }
+}
+
+/// The file name of the snapshot of `tick`.
+pub fn snapshot_file_name(tick: u64) -> String {
+    format!("snapshot-{tick:020}.lgs")
+}
+
+/// Writes `snapshot` into folder `dir` atomically: temporary file, fsync,
+/// rename over the final name, fsync of the folder.
+pub fn write_snapshot(dir: &Path, snapshot: &Snapshot) -> Result<PathBuf, SnapshotError> {
+    let payload = postcard::to_stdvec(snapshot).map_err(SnapshotError::Decode)?;
+    let mut bytes = Vec::with_capacity(SNAPSHOT_HEADER_LEN + payload.len());
+    bytes.extend_from_slice(&SNAPSHOT_MAGIC);
+    bytes.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&snapshot.tick.to_le_bytes());
+    bytes.extend_from_slice(&snapshot.digest.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&bytes);
+    crc.update(&payload);
+    bytes.extend_from_slice(&crc.finalize().to_le_bytes());
+    bytes.extend_from_slice(&payload);
+
+    let name = snapshot_file_name(snapshot.tick);
+    let path = dir.join(&name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, &path)?;
+    sync_parent(&path)?;
+    Ok(path)
+}
+
+/// Reads and checks a snapshot file (not yet restored into a world).
+pub fn read_snapshot(path: &Path) -> Result<Snapshot, SnapshotError> {
+    let bytes = fs::read(path)?;
+    let header = bytes
+        .get(..SNAPSHOT_HEADER_LEN)
+        .ok_or(SnapshotError::Truncated)?;
+    if header[..8] != SNAPSHOT_MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&header[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let half = |at: usize| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&header[at..at + 4]);
+        u32::from_le_bytes(b)
+    };
+    let version = half(8);
+    if version != SNAPSHOT_VERSION {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let (tick, digest, len) = (word(16), word(24), word(32));
+    let payload = &bytes[SNAPSHOT_HEADER_LEN..];
+    if payload.len() as u64 != len {
+        return Err(SnapshotError::Truncated);
+    }
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&header[..SNAPSHOT_HEADER_LEN - 4]);
+    crc.update(payload);
+    if crc.finalize() != half(SNAPSHOT_HEADER_LEN - 4) {
+        return Err(SnapshotError::Checksum);
+    }
+    let snapshot: Snapshot = postcard::from_bytes(payload).map_err(SnapshotError::Decode)?;
+    if snapshot.tick != tick || snapshot.digest != digest {
+        return Err(SnapshotError::HeaderMismatch);
+    }
+    Ok(snapshot)
+}
+
+/// The snapshot files in `dir`, ascending by tick. Other files are ignored.
+pub fn list_snapshots(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let tick = name
+            .strip_prefix("snapshot-")
+            .and_then(|n| n.strip_suffix(".lgs"))
+            .filter(|n| n.len() == 20)
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(tick) = tick {
+            found.push((tick, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockgrid_kernel::{Command, Config, Pos, Spawn, World};
+
+    fn snapshot() -> Snapshot {
+        let mut world = World::new(Config::default()).unwrap();
+        let mut events = Vec::new();
+        world.step(
+            &[
+                Command::Spawn(Spawn::observer(
+                    1,
+                    Pos::from_ints(10, 10),
+                    lockgrid_kernel::Fix::from_num(100),
+                )),
+                Command::Spawn(Spawn::npc(2, Pos::from_ints(20, 10))),
+            ],
+            &mut events,
+        );
+        world.snapshot()
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_list_by_tick() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = snapshot();
+        let path = write_snapshot(dir.path(), &s).unwrap();
+        assert_eq!(
+            path.file_name().unwrap(),
+            "snapshot-00000000000000000001.lgs"
+        );
+        assert_eq!(read_snapshot(&path).unwrap(), s);
+        std::fs::write(dir.path().join("snapshot-x.lgs"), b"").unwrap();
+        assert_eq!(list_snapshots(dir.path()).unwrap(), vec![(1, path)]);
+    }
+
+    #[test]
+    fn damaged_snapshots_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_snapshot(dir.path(), &snapshot()).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        for byte in 0..good.len() {
+            let mut bad = good.clone();
+            bad[byte] ^= 0x04;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(read_snapshot(&path).is_err(), "flip at {byte} accepted");
+        }
+        for cut in 0..good.len() {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            assert!(read_snapshot(&path).is_err(), "cut at {cut} accepted");
+        }
+    }
+}

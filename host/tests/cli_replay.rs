@@ -1,0 +1,130 @@
+//! `lockgrid run --journal` then `lockgrid replay`, as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lockgrid_host::journal::{Journal, JournalReader, SyncPolicy};
+
+fn lockgrid(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockgrid"))
+        .args(args)
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+fn town_square() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/town_square.json")
+}
+
+fn recorded(dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockgrid"))
+        .arg("run")
+        .arg(town_square())
+        .args(["--snapshot-every", "10", "--journal"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn verify_passes_and_events_match_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let run = recorded(&dir);
+    let out = lockgrid(&["replay", "--verify"], &dir);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("verified 40 ticks from the start, 4 snapshots compared"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ticks/s"));
+    let out = lockgrid(&["replay", "--events"], &dir);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), run);
+    // A second journal into the same folder is refused.
+    let again = Command::new(env!("CARGO_BIN_EXE_lockgrid"))
+        .arg("run")
+        .arg(town_square())
+        .arg("--journal")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8(again.stderr)
+        .unwrap()
+        .contains("a journal already exists"));
+}
+
+#[test]
+fn verify_names_the_first_divergent_tick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    recorded(&dir);
+    // Journal a wrong digest for tick 17, with a valid CRC.
+    let path = dir.join("journal.lgj");
+    let mut reader = JournalReader::open(&path).unwrap();
+    let config = *reader.config();
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    std::fs::remove_file(&path).unwrap();
+    let mut journal = Journal::create(&path, &config, SyncPolicy::Never).unwrap();
+    for r in records {
+        let digest = if r.tick == 17 {
+            r.digest.wrapping_add(1)
+        } else {
+            r.digest
+        };
+        journal.append(r.tick, &r.commands, digest).unwrap();
+    }
+    journal.close().unwrap();
+
+    let out = lockgrid(&["replay", "--verify"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("DESYNC at tick 17\n"), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: desync at tick 17"), "{stderr}");
+    // --events refuses to stream past a divergence.
+    let out = lockgrid(&["replay", "--events"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("tick 17 replays to digest"));
+}
+
+#[test]
+fn corrupt_journals_fail_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    recorded(&dir);
+    let path = dir.join("journal.lgj");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[200] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = lockgrid(&["replay", "--verify"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("journal: corrupt record at offset"),
+        "{stderr}"
+    );
+    std::fs::write(&path, &bytes[..50]).unwrap();
+    let out = lockgrid(&["replay", "--verify"], &dir);
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("shorter than a journal header"));
+    let out = lockgrid(&["replay", "--verify"], &tmp.path().join("nowhere"));
+    assert_eq!(out.status.code(), Some(1));
+}
