@@ -35,16 +35,21 @@ pub(crate) fn run(
         let mut recorder = Recorder::create(dir, &scenario.config, options)
             .map_err(|e| Failure::new(format_args!("{}: {e}", dir.display())))?;
         // Journal first: a tick's results go out only once it is durable.
+        let mut store_error = None;
         let result = run_with(&scenario, |t| {
-            recorder
-                .record(t.world, t.commands, t.report)
-                .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))?;
+            if let Err(e) = recorder.record(t.world, t.commands, t.report) {
+                store_error = Some(e);
+                return Err(io::Error::other("journal failed"));
+            }
             if summary {
                 Ok(())
             } else {
                 jsonl::write_tick(&mut out, t.report, t.events)
             }
         });
+        if let Some(e) = store_error {
+            return Err(Failure::new(format_args!("{}: {e}", dir.display())));
+        }
         recorder
             .close()
             .map_err(|e| Failure::new(format_args!("{}: {e}", dir.display())))?;
