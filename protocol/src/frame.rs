@@ -1,0 +1,488 @@
+//! Frames: the typed units a packet carries, each with a stable code.
+
+use alloc::vec::Vec;
+
+use lockgrid_kernel::{Command, Config, Dir, EntityId, Fix, Move, Pos, Spawn, Visibility};
+
+use crate::error::{DecodeError, EncodeError};
+use crate::reason::DisconnectReason;
+use crate::wire::{Reader, Writer};
+
+/// Frame codes. A released code is never reused; codes `0x80..=0xFF` are
+/// reserved for a future extension mechanism.
+pub mod code {
+    /// One byte of padding, ignored (either direction).
+    pub const PADDING: u8 = 0x00;
+    /// Client → server: open a connection.
+    pub const HELLO: u8 = 0x01;
+    /// Client → server: the client's not-yet-acknowledged inputs.
+    pub const INPUT: u8 = 0x02;
+    /// Client → server: every tick up to this one is applied.
+    pub const ACK: u8 = 0x03;
+    /// Client → server: keepalive and round-trip probe.
+    pub const PING: u8 = 0x04;
+    /// Client → server: the client is leaving.
+    pub const BYE: u8 = 0x05;
+    /// Server → client: the connection is accepted.
+    pub const WELCOME: u8 = 0x10;
+    /// Server → client: one part of one tick's events for this client.
+    pub const TICK_BATCH: u8 = 0x11;
+    /// Server → client: answer to a Ping.
+    pub const PONG: u8 = 0x12;
+    /// Server → client: the connection is over.
+    pub const DISCONNECT: u8 = 0x13;
+}
+
+/// Longest Hello token, in bytes.
+pub const MAX_TOKEN_LEN: usize = 256;
+/// Most inputs one Input frame carries.
+pub const MAX_INPUTS_PER_FRAME: usize = 64;
+/// Most commands one input carries.
+pub const MAX_COMMANDS_PER_INPUT: usize = 32;
+/// Most parts one tick batch is split into.
+pub const MAX_PARTS: u16 = 1024;
+
+/// One tick of a client's input: its commands, in the order to apply them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputEntry {
+    /// The tick the client means these commands for.
+    pub tick: u64,
+    /// The commands, for the client's own entity.
+    pub commands: Vec<Command>,
+}
+
+/// The client's unacknowledged inputs, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputFrame {
+    /// Input sequence number of the first entry; the next entries follow on.
+    pub first_seq: u64,
+    /// Inputs with strictly increasing ticks.
+    pub entries: Vec<InputEntry>,
+}
+
+/// The world parameters a client needs to interpret positions and views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorldParams {
+    /// World-space position of the corner of cell (0, 0).
+    pub origin: Pos,
+    /// Edge length of a cell.
+    pub cell_size: Fix,
+    /// Cells along x.
+    pub width_cells: u32,
+    /// Cells along y.
+    pub height_cells: u32,
+    /// Visibility rule.
+    pub visibility: Visibility,
+    /// Radius-mode hysteresis.
+    pub hysteresis: Fix,
+    /// Most subjects one observer sees.
+    pub max_view: u32,
+}
+
+impl From<&Config> for WorldParams {
+    fn from(c: &Config) -> Self {
+        WorldParams {
+            origin: c.origin,
+            cell_size: c.cell_size,
+            width_cells: c.width_cells,
+            height_cells: c.height_cells,
+            visibility: c.visibility,
+            hysteresis: c.hysteresis,
+            max_view: c.max_view,
+        }
+    }
+}
+
+/// Server → client: the connection is accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    /// The connection id every later packet carries.
+    pub conn_id: u32,
+    /// The entity this client acts for and observes through.
+    pub entity: EntityId,
+    /// The last tick the server has run; the first batch is for `tick + 1`.
+    pub tick: u64,
+    /// Time between ticks, in microseconds (the tick rate).
+    pub tick_interval_us: u64,
+    /// How many ticks ahead of its last applied tick the client must buffer.
+    pub window: u32,
+    /// World parameters.
+    pub world: WorldParams,
+}
+
+/// Server → client: one part of one tick's events for this client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickBatch<'a> {
+    /// The tick.
+    pub tick: u64,
+    /// This part's index, `0..parts`.
+    pub part: u16,
+    /// How many parts the tick's batch has (at least 1).
+    pub parts: u16,
+    /// The kernel's state digest after the tick.
+    pub digest: u64,
+    /// The part's events in the batch encoding ([`crate::batch`]).
+    pub payload: &'a [u8],
+}
+
+/// One frame. Byte fields borrow from the decoded packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// One ignored byte.
+    Padding,
+    /// Client → server: open a connection.
+    Hello {
+        /// The protocol version the client speaks.
+        version: u8,
+        /// Opaque credentials for the host's token check (at most [`MAX_TOKEN_LEN`] bytes).
+        token: &'a [u8],
+    },
+    /// Client → server: unacknowledged inputs.
+    Input(InputFrame),
+    /// Client → server: every tick up to `tick` is applied.
+    Ack {
+        /// The client's last applied tick.
+        tick: u64,
+    },
+    /// Client → server: keepalive; the server echoes `stamp` in a Pong.
+    Ping {
+        /// Opaque to the server (the client puts its clock there).
+        stamp: u64,
+    },
+    /// Client → server: the client is leaving.
+    Bye,
+    /// Server → client: the connection is accepted.
+    Welcome(Welcome),
+    /// Server → client: one part of a tick batch.
+    TickBatch(TickBatch<'a>),
+    /// Server → client: answer to a Ping.
+    Pong {
+        /// The Ping's stamp.
+        stamp: u64,
+    },
+    /// Server → client: the connection is over.
+    Disconnect {
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+impl Frame<'_> {
+    /// This frame's code.
+    pub fn code(&self) -> u8 {
+        match self {
+            Frame::Padding => code::PADDING,
+            Frame::Hello { .. } => code::HELLO,
+            Frame::Input(_) => code::INPUT,
+            Frame::Ack { .. } => code::ACK,
+            Frame::Ping { .. } => code::PING,
+            Frame::Bye => code::BYE,
+            Frame::Welcome(_) => code::WELCOME,
+            Frame::TickBatch(_) => code::TICK_BATCH,
+            Frame::Pong { .. } => code::PONG,
+            Frame::Disconnect { .. } => code::DISCONNECT,
+        }
+    }
+
+    /// Whether receiving this frame obliges the receiver to acknowledge the
+    /// packet soon (Padding and Ack do not).
+    pub fn is_ack_eliciting(&self) -> bool {
+        !matches!(self, Frame::Padding | Frame::Ack { .. })
+    }
+
+    /// Encodes the frame into `buf`; returns the bytes written, or how many are needed.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        let mut w = Writer::new(buf);
+        self.write(&mut w)?;
+        Ok(w.finish()?)
+    }
+
+    /// Bytes the frame's encoding takes.
+    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
+        let mut w = Writer::new(&mut []);
+        self.write(&mut w)?;
+        Ok(w.pos())
+    }
+
+    /// Writes a frame the endpoint built itself, whose fields are valid by
+    /// construction (parts within limits, ticks increasing, token short).
+    pub(crate) fn write_infallible(&self, w: &mut Writer<'_>) {
+        let r = self.write(w);
+        debug_assert!(r.is_ok(), "endpoint built an invalid frame: {r:?}");
+    }
+
+    pub(crate) fn write(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+        w.u8(self.code());
+        match self {
+            Frame::Padding | Frame::Bye => {}
+            Frame::Hello { version, token } => {
+                if token.len() > MAX_TOKEN_LEN {
+                    return Err(EncodeError::Invalid("token longer than MAX_TOKEN_LEN"));
+                }
+                w.varint(u64::from(*version));
+                w.varint(token.len() as u64);
+                w.bytes(token);
+            }
+            Frame::Input(input) => write_input(w, input)?,
+            Frame::Ack { tick } => w.varint(*tick),
+            Frame::Ping { stamp } | Frame::Pong { stamp } => w.varint(*stamp),
+            Frame::Welcome(wel) => {
+                w.varint(u64::from(wel.conn_id));
+                w.varint(wel.entity);
+                w.varint(wel.tick);
+                w.varint(wel.tick_interval_us);
+                w.varint(u64::from(wel.window));
+                let p = &wel.world;
+                w.svarint(p.origin.x.to_bits());
+                w.svarint(p.origin.y.to_bits());
+                w.svarint(p.cell_size.to_bits());
+                w.varint(u64::from(p.width_cells));
+                w.varint(u64::from(p.height_cells));
+                w.u8(match p.visibility {
+                    Visibility::Grid => 0,
+                    Visibility::Radius => 1,
+                });
+                w.svarint(p.hysteresis.to_bits());
+                w.varint(u64::from(p.max_view));
+            }
+            Frame::TickBatch(b) => {
+                if b.parts == 0 || b.part >= b.parts || b.parts > MAX_PARTS {
+                    return Err(EncodeError::Invalid(
+                        "part must be below parts, parts in 1..=MAX_PARTS",
+                    ));
+                }
+                w.varint(b.tick);
+                w.varint(u64::from(b.part));
+                w.varint(u64::from(b.parts));
+                w.u64_le(b.digest);
+                w.varint(b.payload.len() as u64);
+                w.bytes(b.payload);
+            }
+            Frame::Disconnect { reason } => w.u8(reason.code()),
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes one frame from the start of `bytes`; returns it and the bytes it took.
+    pub fn decode(bytes: &'a [u8]) -> Result<(Frame<'a>, usize), DecodeError> {
+        let mut r = Reader::new(bytes);
+        let f = Frame::read(&mut r)?;
+        Ok((f, bytes.len() - r.remaining()))
+    }
+
+    pub(crate) fn read(r: &mut Reader<'a>) -> Result<Frame<'a>, DecodeError> {
+        let c = r.u8()?;
+        Ok(match c {
+            code::PADDING => Frame::Padding,
+            code::HELLO => {
+                let version =
+                    u8::try_from(r.varint()?).map_err(|_| DecodeError::OutOfRange("version"))?;
+                let len = r.count(MAX_TOKEN_LEN, 1, "token bytes")?;
+                Frame::Hello {
+                    version,
+                    token: r.bytes(len)?,
+                }
+            }
+            code::INPUT => Frame::Input(read_input(r)?),
+            code::ACK => Frame::Ack { tick: r.varint()? },
+            code::PING => Frame::Ping { stamp: r.varint()? },
+            code::BYE => Frame::Bye,
+            code::WELCOME => {
+                let conn_id = r.varint_u32("conn_id")?;
+                let entity = r.varint()?;
+                let tick = r.varint()?;
+                let tick_interval_us = r.varint()?;
+                let window = r.varint_u32("window")?;
+                let origin = Pos::new(Fix::from_bits(r.svarint()?), Fix::from_bits(r.svarint()?));
+                let cell_size = Fix::from_bits(r.svarint()?);
+                let width_cells = r.varint_u32("width_cells")?;
+                let height_cells = r.varint_u32("height_cells")?;
+                let visibility = match r.u8()? {
+                    0 => Visibility::Grid,
+                    1 => Visibility::Radius,
+                    _ => return Err(DecodeError::OutOfRange("visibility")),
+                };
+                let hysteresis = Fix::from_bits(r.svarint()?);
+                let max_view = r.varint_u32("max_view")?;
+                Frame::Welcome(Welcome {
+                    conn_id,
+                    entity,
+                    tick,
+                    tick_interval_us,
+                    window,
+                    world: WorldParams {
+                        origin,
+                        cell_size,
+                        width_cells,
+                        height_cells,
+                        visibility,
+                        hysteresis,
+                        max_view,
+                    },
+                })
+            }
+            code::TICK_BATCH => {
+                let tick = r.varint()?;
+                let part = r.varint_u16("part")?;
+                let parts = r.varint_u16("parts")?;
+                if parts == 0 || parts > MAX_PARTS || part >= parts {
+                    return Err(DecodeError::OutOfRange("part"));
+                }
+                let digest = r.u64_le()?;
+                let len = r.count(usize::MAX, 1, "payload bytes")?;
+                Frame::TickBatch(TickBatch {
+                    tick,
+                    part,
+                    parts,
+                    digest,
+                    payload: r.bytes(len)?,
+                })
+            }
+            code::PONG => Frame::Pong { stamp: r.varint()? },
+            code::DISCONNECT => Frame::Disconnect {
+                reason: DisconnectReason::from_code(r.u8()?),
+            },
+            other => return Err(DecodeError::UnknownFrame(other)),
+        })
+    }
+}
+
+/// Command kind codes inside an Input frame.
+const CMD_SPAWN: u8 = 0;
+const CMD_MOVE: u8 = 1;
+const CMD_DESPAWN: u8 = 2;
+
+fn write_input(w: &mut Writer<'_>, input: &InputFrame) -> Result<(), EncodeError> {
+    if input.entries.len() > MAX_INPUTS_PER_FRAME {
+        return Err(EncodeError::Invalid(
+            "more than MAX_INPUTS_PER_FRAME inputs",
+        ));
+    }
+    w.varint(input.first_seq);
+    w.varint(input.entries.len() as u64);
+    let mut prev: Option<u64> = None;
+    for e in &input.entries {
+        match prev {
+            None => w.varint(e.tick),
+            Some(p) if e.tick > p => w.varint(e.tick - p - 1),
+            Some(_) => return Err(EncodeError::Invalid("input ticks must strictly increase")),
+        }
+        prev = Some(e.tick);
+        if e.commands.len() > MAX_COMMANDS_PER_INPUT {
+            return Err(EncodeError::Invalid(
+                "more than MAX_COMMANDS_PER_INPUT commands",
+            ));
+        }
+        w.varint(e.commands.len() as u64);
+        for c in &e.commands {
+            write_command(w, c);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn write_command(w: &mut Writer<'_>, c: &Command) {
+    match c {
+        Command::Spawn(s) => {
+            w.u8(CMD_SPAWN);
+            w.varint(s.id);
+            w.svarint(s.pos.x.to_bits());
+            w.svarint(s.pos.y.to_bits());
+            w.varint(u64::from(s.dir));
+            w.svarint(s.speed.to_bits());
+            w.u8(u8::from(s.observer));
+            w.svarint(s.radius.to_bits());
+            w.varint(u64::from(s.layers));
+            w.varint(u64::from(s.interest));
+        }
+        Command::Move(m) => {
+            w.u8(CMD_MOVE);
+            w.varint(m.id);
+            w.svarint(m.pos.x.to_bits());
+            w.svarint(m.pos.y.to_bits());
+            w.varint(u64::from(m.dir));
+            w.svarint(m.speed.to_bits());
+        }
+        Command::Despawn { id } => {
+            w.u8(CMD_DESPAWN);
+            w.varint(*id);
+        }
+    }
+}
+
+/// Bytes a command takes in an Input frame.
+pub(crate) fn command_len(c: &Command) -> usize {
+    let mut w = Writer::new(&mut []);
+    write_command(&mut w, c);
+    w.pos()
+}
+
+fn read_pos(r: &mut Reader<'_>) -> Result<Pos, DecodeError> {
+    Ok(Pos::new(
+        Fix::from_bits(r.svarint()?),
+        Fix::from_bits(r.svarint()?),
+    ))
+}
+
+fn read_dir(r: &mut Reader<'_>) -> Result<Dir, DecodeError> {
+    r.varint_u16("dir")
+}
+
+fn read_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
+    Ok(match r.u8()? {
+        CMD_SPAWN => Command::Spawn(Spawn {
+            id: r.varint()?,
+            pos: read_pos(r)?,
+            dir: read_dir(r)?,
+            speed: Fix::from_bits(r.svarint()?),
+            observer: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(DecodeError::OutOfRange("observer")),
+            },
+            radius: Fix::from_bits(r.svarint()?),
+            layers: r.varint_u32("layers")?,
+            interest: r.varint_u32("interest")?,
+        }),
+        CMD_MOVE => Command::Move(Move {
+            id: r.varint()?,
+            pos: read_pos(r)?,
+            dir: read_dir(r)?,
+            speed: Fix::from_bits(r.svarint()?),
+        }),
+        CMD_DESPAWN => Command::Despawn { id: r.varint()? },
+        other => return Err(DecodeError::UnknownCommand(other)),
+    })
+}
+
+fn read_input(r: &mut Reader<'_>) -> Result<InputFrame, DecodeError> {
+    let first_seq = r.varint()?;
+    // An entry is at least a tick byte and a count byte.
+    let n = r.count(MAX_INPUTS_PER_FRAME, 2, "inputs")?;
+    let mut entries = Vec::with_capacity(n);
+    let mut prev: Option<u64> = None;
+    for _ in 0..n {
+        let d = r.varint()?;
+        let tick = match prev {
+            None => d,
+            Some(p) => p
+                .checked_add(d)
+                .and_then(|t| t.checked_add(1))
+                .ok_or(DecodeError::OutOfRange("input tick"))?,
+        };
+        prev = Some(tick);
+        // A command is at least a kind byte and an id byte.
+        let m = r.count(MAX_COMMANDS_PER_INPUT, 2, "commands")?;
+        let mut commands = Vec::with_capacity(m);
+        for _ in 0..m {
+            commands.push(read_command(r)?);
+        }
+        entries.push(InputEntry { tick, commands });
+    }
+    first_seq
+        .checked_add(n as u64)
+        .ok_or(DecodeError::OutOfRange("input seq"))?;
+    Ok(InputFrame { first_seq, entries })
+}

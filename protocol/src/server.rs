@@ -1,0 +1,977 @@
+//! The server endpoint: many connections, one per client address.
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+use core::fmt;
+
+use lockgrid_kernel::{Command, EntityId, Event};
+
+use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
+use crate::batch::encode_part;
+use crate::config::{InvalidConfig, ServerConfig};
+use crate::error::BufferTooSmall;
+use crate::frame::{Frame, InputFrame, TickBatch, Welcome, WorldParams};
+use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
+use crate::reason::DisconnectReason;
+use crate::time::Instant;
+use crate::view::View;
+use crate::wire::Writer;
+use crate::Transmit;
+
+/// A connection's id, as carried in every packet header after the Welcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u32);
+
+impl fmt::Display for ConnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conn#{:08x}", self.0)
+    }
+}
+
+/// What the server endpoint tells its host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerEvent<A> {
+    /// A client said Hello with the right version. Check its token, then call
+    /// [`Server::accept`] (and spawn its entity) or [`Server::reject`].
+    Connecting {
+        /// The new connection.
+        conn: ConnId,
+        /// Where it came from.
+        from: A,
+        /// The Hello's token, for the host's check.
+        token: Vec<u8>,
+    },
+    /// One input of a client, exactly once and in tick order per connection.
+    /// It holds only commands for the connection's own entity; commands
+    /// naming another entity are dropped and counted in
+    /// [`ConnStats::foreign_commands`].
+    Input {
+        /// The connection.
+        conn: ConnId,
+        /// The connection's entity, which every command names.
+        entity: EntityId,
+        /// The tick the client meant the input for.
+        tick: u64,
+        /// The commands, in the client's order.
+        commands: Vec<Command>,
+    },
+    /// A connection ended (for any reason, including the host's own calls).
+    /// Despawn its entity.
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+        /// Its entity, if it had been accepted.
+        entity: Option<EntityId>,
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// Counters for one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Datagrams sent.
+    pub packets_sent: u64,
+    /// Datagrams received and processed.
+    pub packets_received: u64,
+    /// Datagrams dropped: malformed, duplicated, too old or with a wrong connection id.
+    pub packets_dropped: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Batch parts sent again after a loss.
+    pub parts_retransmitted: u64,
+    /// Inputs delivered to the host.
+    pub inputs_delivered: u64,
+    /// Commands that named another entity than the connection's, dropped.
+    pub foreign_commands: u64,
+}
+
+/// Server-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Datagrams from unknown addresses that started no connection.
+    pub unknown_dropped: u64,
+    /// Stateless Disconnect replies sent.
+    pub stateless_replies: u64,
+    /// Stateless replies dropped because the reply queue was full.
+    pub stateless_dropped: u64,
+}
+
+/// Why [`Server::push_tick`] refused a tick; nothing was queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PushTickError {
+    /// Ticks must be pushed one after another; this one was expected.
+    TickOutOfOrder {
+        /// The tick the server expected.
+        expected: u64,
+    },
+    /// The events are not in the kernel's contract order.
+    EventsOutOfOrder,
+}
+
+impl fmt::Display for PushTickError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushTickError::TickOutOfOrder { expected } => write!(f, "expected tick {expected}"),
+            PushTickError::EventsOutOfOrder => f.write_str("events are not in contract order"),
+        }
+    }
+}
+
+impl core::error::Error for PushTickError {}
+
+/// Why a host call about one connection failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnError {
+    /// No such connection (it may have closed meanwhile).
+    UnknownConnection,
+    /// The connection was already accepted.
+    AlreadyAccepted,
+    /// Another connection acts for this entity.
+    EntityInUse,
+}
+
+impl fmt::Display for ConnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnError::UnknownConnection => "unknown connection",
+            ConnError::AlreadyAccepted => "connection already accepted",
+            ConnError::EntityInUse => "entity already has a connection",
+        })
+    }
+}
+
+impl core::error::Error for ConnError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PartState {
+    Unsent,
+    InFlight(u32),
+    Acked,
+}
+
+#[derive(Debug)]
+struct PendingPart {
+    payload: Vec<u8>,
+    state: PartState,
+}
+
+#[derive(Debug)]
+struct PendingTick {
+    tick: u64,
+    digest: u64,
+    parts: Vec<PendingPart>,
+    unacked: usize,
+}
+
+/// What an ack-eliciting packet carried, to act on its fate.
+#[derive(Debug, Default)]
+struct SentData {
+    seq: u32,
+    parts: Vec<(u64, u16)>,
+}
+
+struct Conn<A> {
+    id: ConnId,
+    addr: A,
+    entity: Option<EntityId>,
+    created: Instant,
+    last_recv: Instant,
+    next_seq: u32,
+    recv: RecvTracker,
+    ack_due: Option<Instant>,
+    sent: SentLog<SentData>,
+    rtt: Rtt,
+    welcome_due: bool,
+    welcome_tick: u64,
+    pong_due: Option<u64>,
+    next_input_seq: u64,
+    last_input_tick: Option<u64>,
+    shadow: View,
+    pending: VecDeque<PendingTick>,
+    pending_bytes: usize,
+    stats: ConnStats,
+}
+
+/// The server endpoint: accepts connections, delivers client inputs to the
+/// host, and carries each tick's events to every client reliably.
+///
+/// Drive it like this, in this order, with `now` never going backwards:
+/// 1. feed every received datagram to [`handle_datagram`](Self::handle_datagram);
+/// 2. each tick, [`push_tick`](Self::push_tick) the kernel's events;
+/// 3. drain [`poll_event`](Self::poll_event) and act on it;
+/// 4. drain [`poll_transmit`](Self::poll_transmit) into the socket;
+/// 5. sleep until [`poll_timeout`](Self::poll_timeout) or the next datagram or
+///    tick, and call [`handle_timeout`](Self::handle_timeout) when it passes.
+pub struct Server<A> {
+    config: ServerConfig,
+    world: WorldParams,
+    now: Instant,
+    conns: BTreeMap<u32, Conn<A>>,
+    by_addr: BTreeMap<A, u32>,
+    by_entity: BTreeMap<EntityId, u32>,
+    events: VecDeque<ServerEvent<A>>,
+    stateless: VecDeque<(A, u32, DisconnectReason)>,
+    last_tick: Option<u64>,
+    id_counter: u64,
+    cursor: u32,
+    route: Vec<Event>,
+    rejected: Vec<(EntityId, usize)>,
+    stats: ServerStats,
+}
+
+/// splitmix64: a bijective mixer, so seeded connection ids look random but
+/// are reproducible.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl<A: Clone + Ord> Server<A> {
+    /// A server for a world with parameters `world`.
+    pub fn new(config: ServerConfig, world: WorldParams) -> Result<Self, InvalidConfig> {
+        config.validate()?;
+        Ok(Server {
+            config,
+            world,
+            now: Instant::ZERO,
+            conns: BTreeMap::new(),
+            by_addr: BTreeMap::new(),
+            by_entity: BTreeMap::new(),
+            events: VecDeque::new(),
+            stateless: VecDeque::new(),
+            last_tick: None,
+            id_counter: 0,
+            cursor: 0,
+            route: Vec::new(),
+            rejected: Vec::new(),
+            stats: ServerStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Server-wide counters.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
+    }
+
+    /// A connection's counters.
+    pub fn conn_stats(&self, conn: ConnId) -> Option<ConnStats> {
+        self.conns.get(&conn.0).map(|c| c.stats)
+    }
+
+    /// The entity a connection acts for, once accepted.
+    pub fn conn_entity(&self, conn: ConnId) -> Option<EntityId> {
+        self.conns.get(&conn.0).and_then(|c| c.entity)
+    }
+
+    /// Open connections (accepted or awaiting the host), ascending.
+    pub fn connections(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.conns.keys().map(|&k| ConnId(k))
+    }
+
+    /// Ticks sent to `conn` but not yet acknowledged.
+    pub fn unacked_ticks(&self, conn: ConnId) -> Option<usize> {
+        self.conns.get(&conn.0).map(|c| c.pending.len())
+    }
+
+    /// The last tick pushed.
+    pub fn last_tick(&self) -> Option<u64> {
+        self.last_tick
+    }
+
+    fn advance(&mut self, now: Instant) -> Instant {
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    fn queue_stateless(
+        &mut self,
+        to: A,
+        conn_id: u32,
+        reason: DisconnectReason,
+        trigger_len: usize,
+    ) {
+        // Never answer with more bytes than were received: no amplification.
+        if trigger_len < HEADER_LEN + 2 {
+            self.stats.unknown_dropped += 1;
+            return;
+        }
+        if self.stateless.len() >= self.config.max_stateless_replies {
+            self.stateless.pop_front();
+            self.stats.stateless_dropped += 1;
+        }
+        self.stateless.push_back((to, conn_id, reason));
+    }
+
+    fn new_conn_id(&mut self) -> u32 {
+        loop {
+            self.id_counter += 1;
+            let id = mix(self.config.conn_id_seed ^ mix(self.id_counter)) as u32;
+            if id != 0 && !self.conns.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Ends a connection: the client gets a Disconnect, the host an event.
+    fn close(&mut self, id: u32, reason: DisconnectReason) {
+        let Some(mut c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.by_addr.remove(&c.addr);
+        if let Some(e) = c.entity {
+            self.by_entity.remove(&e);
+        }
+        c.pending.clear();
+        if self.stateless.len() >= self.config.max_stateless_replies {
+            self.stateless.pop_front();
+            self.stats.stateless_dropped += 1;
+        }
+        self.stateless.push_back((c.addr.clone(), id, reason));
+        self.events.push_back(ServerEvent::Disconnected {
+            conn: ConnId(id),
+            entity: c.entity,
+            reason,
+        });
+    }
+
+    /// Processes one received datagram.
+    pub fn handle_datagram(&mut self, now: Instant, from: A, bytes: &[u8]) {
+        let now = self.advance(now);
+        if let Some(v) = peek_version(bytes) {
+            if v != VERSION {
+                self.queue_stateless(from, 0, DisconnectReason::VersionMismatch, bytes.len());
+                return;
+            }
+        }
+        let known = self.by_addr.get(&from).copied();
+        let Ok(packet) = Packet::decode(bytes) else {
+            match known.and_then(|id| self.conns.get_mut(&id)) {
+                Some(c) => c.stats.packets_dropped += 1,
+                None => self.stats.unknown_dropped += 1,
+            }
+            return;
+        };
+        match known {
+            Some(id) => self.handle_conn_packet(now, id, &packet),
+            None => self.handle_unknown(now, from, &packet, bytes.len()),
+        }
+    }
+
+    fn handle_unknown(&mut self, now: Instant, from: A, packet: &Packet<'_>, len: usize) {
+        let hello = packet.frames.iter().find_map(|f| match f {
+            Frame::Hello { version, token } => Some((*version, *token)),
+            _ => None,
+        });
+        let Some((version, token)) = hello else {
+            self.queue_stateless(
+                from,
+                packet.header.conn_id,
+                DisconnectReason::UnknownConnection,
+                len,
+            );
+            return;
+        };
+        if len < MIN_INITIAL_LEN || packet.header.conn_id != 0 {
+            self.stats.unknown_dropped += 1;
+            return;
+        }
+        if version != VERSION {
+            self.queue_stateless(from, 0, DisconnectReason::VersionMismatch, len);
+            return;
+        }
+        if self.conns.len() >= self.config.max_connections {
+            self.queue_stateless(from, 0, DisconnectReason::ServerFull, len);
+            return;
+        }
+        let id = self.new_conn_id();
+        let mut recv = RecvTracker::default();
+        recv.record(packet.header.seq);
+        let conn = Conn {
+            id: ConnId(id),
+            addr: from.clone(),
+            entity: None,
+            created: now,
+            last_recv: now,
+            next_seq: 1,
+            recv,
+            ack_due: None,
+            sent: SentLog::new(1024),
+            rtt: Rtt::new(self.config.initial_rtt),
+            welcome_due: false,
+            welcome_tick: 0,
+            pong_due: None,
+            next_input_seq: 0,
+            last_input_tick: None,
+            shadow: View::new(),
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            stats: ConnStats {
+                packets_received: 1,
+                ..ConnStats::default()
+            },
+        };
+        self.conns.insert(id, conn);
+        self.by_addr.insert(from.clone(), id);
+        self.events.push_back(ServerEvent::Connecting {
+            conn: ConnId(id),
+            from,
+            token: token.to_vec(),
+        });
+    }
+
+    fn handle_conn_packet(&mut self, now: Instant, id: u32, packet: &Packet<'_>) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let h = packet.header;
+        if (h.conn_id != 0 && h.conn_id != id) || h.seq == 0 || c.recv.check(h.seq) != Receipt::New
+        {
+            c.stats.packets_dropped += 1;
+            return;
+        }
+        c.on_ack(h.ack, h.ack_bits, now);
+        let accepted = c.entity.is_some();
+        let mut close = None;
+        let mut eliciting = false;
+        for f in &packet.frames {
+            eliciting |= f.is_ack_eliciting();
+            match f {
+                Frame::Padding => {}
+                Frame::Hello { .. } => c.welcome_due = accepted,
+                Frame::Input(input) => {
+                    if accepted {
+                        if let Err(reason) = c.deliver_inputs(input, &mut self.events) {
+                            close = Some(reason);
+                            break;
+                        }
+                    }
+                }
+                Frame::Ack { tick } => c.ack_through(*tick),
+                Frame::Ping { stamp } => c.pong_due = Some(*stamp),
+                Frame::Bye => {
+                    close = Some(DisconnectReason::Closed);
+                    break;
+                }
+                Frame::Welcome(_)
+                | Frame::TickBatch(_)
+                | Frame::Pong { .. }
+                | Frame::Disconnect { .. } => {
+                    close = Some(DisconnectReason::ProtocolViolation);
+                    break;
+                }
+            }
+        }
+        c.recv.record(h.seq);
+        c.last_recv = now;
+        c.stats.packets_received += 1;
+        if eliciting && c.ack_due.is_none() {
+            c.ack_due = Some(now);
+        }
+        if let Some(reason) = close {
+            self.close(id, reason);
+        }
+    }
+
+    /// Accepts a connection announced by [`ServerEvent::Connecting`]: the
+    /// client acts for and observes through `entity`.
+    ///
+    /// The client's first batch is for the tick after the last one pushed,
+    /// and starts from an empty view: spawn `entity` in a later tick (its
+    /// initial view then arrives as Enters). An entity that is already
+    /// alive would have a view the client never saw; the connection would
+    /// end with [`DisconnectReason::Desync`].
+    pub fn accept(&mut self, conn: ConnId, entity: EntityId) -> Result<(), ConnError> {
+        if self.by_entity.contains_key(&entity) {
+            return Err(ConnError::EntityInUse);
+        }
+        let last = self.last_tick.unwrap_or(0);
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(ConnError::UnknownConnection)?;
+        if c.entity.is_some() {
+            return Err(ConnError::AlreadyAccepted);
+        }
+        c.entity = Some(entity);
+        c.welcome_due = true;
+        c.welcome_tick = last;
+        self.by_entity.insert(entity, conn.0);
+        Ok(())
+    }
+
+    /// Refuses or ends a connection; the client gets a Disconnect with `reason`.
+    pub fn reject(&mut self, conn: ConnId, reason: DisconnectReason) -> Result<(), ConnError> {
+        if !self.conns.contains_key(&conn.0) {
+            return Err(ConnError::UnknownConnection);
+        }
+        self.close(conn.0, reason);
+        Ok(())
+    }
+
+    /// Ends a connection ([`DisconnectReason::Kicked`]).
+    pub fn disconnect(&mut self, conn: ConnId) -> Result<(), ConnError> {
+        self.reject(conn, DisconnectReason::Kicked)
+    }
+
+    /// Queues one tick's events for every accepted connection.
+    ///
+    /// `events` is the kernel's output for `tick`, in contract order. Each
+    /// connection gets its entity's view events and the rejections of
+    /// commands naming its entity, split into parts that fit the MTU.
+    /// Ticks must be pushed in order, one after another.
+    pub fn push_tick(
+        &mut self,
+        now: Instant,
+        tick: u64,
+        digest: u64,
+        events: &[Event],
+    ) -> Result<(), PushTickError> {
+        self.advance(now);
+        if let Some(last) = self.last_tick {
+            let expected = last.saturating_add(1);
+            if tick != expected {
+                return Err(PushTickError::TickOutOfOrder { expected });
+            }
+        }
+        // Contract order: rejections first, then strictly ascending (observer, kind, subject).
+        let split = events.partition_point(|e| matches!(e, Event::Rejected { .. }));
+        let (rejections, views) = events.split_at(split);
+        let ordered = views
+            .windows(2)
+            .all(|w| matches!((w[0].order_key(), w[1].order_key()), (Some(a), Some(b)) if a < b))
+            && views.iter().all(|e| e.order_key().is_some());
+        if !ordered {
+            return Err(PushTickError::EventsOutOfOrder);
+        }
+        self.last_tick = Some(tick);
+
+        self.rejected.clear();
+        for (i, e) in rejections.iter().enumerate() {
+            if let Event::Rejected { entity, .. } = e {
+                self.rejected.push((*entity, i));
+            }
+        }
+        // Stable: keeps input order among one entity's rejections.
+        self.rejected.sort_by_key(|r| r.0);
+
+        let budget = self.config.part_budget();
+        let max_parts = usize::from(self.config.max_parts_per_tick);
+        let mut closing = Vec::new();
+        for (&entity, &id) in &self.by_entity {
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            self.route.clear();
+            let r0 = self.rejected.partition_point(|r| r.0 < entity);
+            for &(e, i) in &self.rejected[r0..] {
+                if e != entity {
+                    break;
+                }
+                self.route.push(rejections[i]);
+            }
+            let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
+            let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
+            self.route.extend_from_slice(&views[v0..v1]);
+            match c.queue_tick(tick, digest, &self.route, budget, max_parts) {
+                Ok(()) => {}
+                Err(reason) => {
+                    closing.push((id, reason));
+                    continue;
+                }
+            }
+            if let Some(front) = c.pending.front() {
+                if tick - front.tick >= u64::from(self.config.max_unacked_ticks)
+                    || c.pending_bytes > self.config.max_pending_bytes
+                {
+                    closing.push((id, DisconnectReason::TooFarBehind));
+                }
+            }
+        }
+        for (id, reason) in closing {
+            self.close(id, reason);
+        }
+        Ok(())
+    }
+
+    /// The next host-facing event, if any.
+    pub fn poll_event(&mut self) -> Option<ServerEvent<A>> {
+        self.events.pop_front()
+    }
+
+    /// Writes the next datagram to send into `buf` (at least the MTU long)
+    /// and says where it goes; `None` when nothing is left to send now.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit<A>>, BufferTooSmall> {
+        let now = self.advance(now);
+        let mtu = self.config.mtu;
+        if buf.len() < mtu {
+            return Err(BufferTooSmall { needed: mtu });
+        }
+        let buf = &mut buf[..mtu];
+        if let Some((to, conn_id, reason)) = self.stateless.pop_front() {
+            let header = Header {
+                conn_id,
+                seq: 0,
+                ack: 0,
+                ack_bits: 0,
+            };
+            let mut w = Writer::new(buf);
+            header.write(&mut w);
+            Frame::Disconnect { reason }.write_infallible(&mut w);
+            self.stats.stateless_replies += 1;
+            // A header and a two-byte frame always fit an MTU of at least MIN_MTU.
+            let len = w.pos();
+            return Ok(Some(Transmit {
+                destination: to,
+                len,
+            }));
+        }
+        let ack_delay = self.config.max_ack_delay;
+        let cursor = self.cursor;
+        let next = self
+            .conns
+            .range(cursor..)
+            .chain(self.conns.range(..cursor))
+            .find(|(_, c)| c.wants_send(now, ack_delay))
+            .map(|(&id, _)| id);
+        let Some(id) = next else {
+            return Ok(None);
+        };
+        self.cursor = id.wrapping_add(1);
+        let world = self.world;
+        let tick_interval_us = crate::time::micros(self.config.tick_interval);
+        let window = self.config.max_unacked_ticks;
+        let Some(c) = self.conns.get_mut(&id) else {
+            return Ok(None);
+        };
+        let Some(seq) = c
+            .next_seq
+            .checked_add(1)
+            .map(|n| core::mem::replace(&mut c.next_seq, n))
+        else {
+            self.close(id, DisconnectReason::LimitReached);
+            return Ok(None);
+        };
+        let len = c.build_packet(now, seq, buf, world, tick_interval_us, window);
+        Ok(Some(Transmit {
+            destination: c.addr.clone(),
+            len,
+        }))
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let idle = self.config.idle_timeout;
+        let hs = self.config.handshake_timeout;
+        let ack_delay = self.config.max_ack_delay;
+        self.conns
+            .values()
+            .flat_map(|c| {
+                let handshake = c.entity.is_none().then(|| c.created + hs);
+                let loss = c.sent.loss_deadline(c.rtt.rto(ack_delay));
+                let ack = c.ack_due.map(|t| t + ack_delay);
+                [Some(c.last_recv + idle), handshake, loss, ack]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Acts on every deadline that has passed: idle and handshake timeouts,
+    /// packets presumed lost.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.advance(now);
+        let idle = self.config.idle_timeout;
+        let hs = self.config.handshake_timeout;
+        let ack_delay = self.config.max_ack_delay;
+        let mut closing = Vec::new();
+        for (&id, c) in self.conns.iter_mut() {
+            if now >= c.last_recv + idle {
+                closing.push((id, DisconnectReason::IdleTimeout));
+            } else if c.entity.is_none() && now >= c.created + hs {
+                closing.push((id, DisconnectReason::HandshakeTimeout));
+            } else {
+                let rto = c.rtt.rto(ack_delay);
+                let Conn {
+                    sent,
+                    pending,
+                    pending_bytes,
+                    stats,
+                    ..
+                } = c;
+                sent.on_timeout(now, rto, |fate, data| {
+                    part_fate(pending, pending_bytes, stats, fate, &data)
+                });
+            }
+        }
+        for (id, reason) in closing {
+            self.close(id, reason);
+        }
+    }
+}
+
+/// Marks the parts a packet carried as acknowledged or to be sent again.
+fn part_fate(
+    pending: &mut VecDeque<PendingTick>,
+    pending_bytes: &mut usize,
+    stats: &mut ConnStats,
+    fate: Fate,
+    data: &SentData,
+) {
+    let Some(first) = pending.front().map(|t| t.tick) else {
+        return;
+    };
+    for &(tick, part) in &data.parts {
+        let Some(t) = tick
+            .checked_sub(first)
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| pending.get_mut(i))
+        else {
+            continue;
+        };
+        let Some(p) = t.parts.get_mut(usize::from(part)) else {
+            continue;
+        };
+        match (fate, p.state) {
+            (_, PartState::Acked) => {}
+            (Fate::Acked, _) => {
+                p.state = PartState::Acked;
+                *pending_bytes -= p.payload.len();
+                p.payload = Vec::new();
+                t.unacked -= 1;
+            }
+            (Fate::Lost, PartState::InFlight(s)) if s == data.seq => {
+                p.state = PartState::Unsent;
+                stats.parts_retransmitted += 1;
+            }
+            (Fate::Lost, _) => {}
+        }
+    }
+    while pending.front().is_some_and(|t| t.unacked == 0) {
+        pending.pop_front();
+    }
+}
+
+impl<A> Conn<A> {
+    fn on_ack(&mut self, ack: u32, bits: u32, now: Instant) {
+        let Conn {
+            sent,
+            rtt,
+            pending,
+            pending_bytes,
+            stats,
+            ..
+        } = self;
+        sent.on_ack(ack, bits, now, rtt, |fate, data| {
+            part_fate(pending, pending_bytes, stats, fate, &data)
+        });
+    }
+
+    /// The client applied every tick up to `tick`: nothing before it needs resending.
+    fn ack_through(&mut self, tick: u64) {
+        for t in self.pending.iter_mut() {
+            if t.tick > tick {
+                break;
+            }
+            for p in t.parts.iter_mut() {
+                if p.state != PartState::Acked {
+                    p.state = PartState::Acked;
+                    self.pending_bytes -= p.payload.len();
+                    p.payload = Vec::new();
+                }
+            }
+            t.unacked = 0;
+        }
+        while self.pending.front().is_some_and(|t| t.unacked == 0) {
+            self.pending.pop_front();
+        }
+    }
+
+    /// Hands the host each input it has not had yet, in order.
+    fn deliver_inputs<B>(
+        &mut self,
+        input: &InputFrame,
+        events: &mut VecDeque<ServerEvent<B>>,
+    ) -> Result<(), DisconnectReason> {
+        let Some(entity) = self.entity else {
+            return Ok(());
+        };
+        // An honest client repeats every unacknowledged input, oldest first,
+        // so the frame never starts past the next input the server expects.
+        if input.first_seq > self.next_input_seq {
+            return Err(DisconnectReason::ProtocolViolation);
+        }
+        for (k, entry) in input.entries.iter().enumerate() {
+            let seq = input.first_seq + k as u64;
+            if seq < self.next_input_seq {
+                continue;
+            }
+            if self.last_input_tick.is_some_and(|t| entry.tick <= t) {
+                return Err(DisconnectReason::ProtocolViolation);
+            }
+            let total = entry.commands.len();
+            let commands: Vec<Command> = entry
+                .commands
+                .iter()
+                .filter(|c| c.entity() == entity)
+                .copied()
+                .collect();
+            self.stats.foreign_commands += (total - commands.len()) as u64;
+            self.stats.inputs_delivered += 1;
+            self.next_input_seq = seq + 1;
+            self.last_input_tick = Some(entry.tick);
+            events.push_back(ServerEvent::Input {
+                conn: self.id,
+                entity,
+                tick: entry.tick,
+                commands,
+            });
+        }
+        Ok(())
+    }
+
+    /// Encodes this connection's events of one tick into parts.
+    fn queue_tick(
+        &mut self,
+        tick: u64,
+        digest: u64,
+        events: &[Event],
+        budget: usize,
+        max_parts: usize,
+    ) -> Result<(), DisconnectReason> {
+        let mut parts = Vec::new();
+        let mut rest = events;
+        let mut buf = alloc::vec![0u8; budget];
+        loop {
+            if parts.len() >= max_parts {
+                return Err(DisconnectReason::LimitReached);
+            }
+            let p = encode_part(rest, &mut self.shadow, &mut buf)
+                .map_err(|_| DisconnectReason::Desync)?;
+            parts.push(PendingPart {
+                payload: buf[..p.len].to_vec(),
+                state: PartState::Unsent,
+            });
+            self.pending_bytes += p.len;
+            rest = &rest[p.consumed..];
+            if rest.is_empty() {
+                break;
+            }
+        }
+        self.pending.push_back(PendingTick {
+            tick,
+            digest,
+            unacked: parts.len(),
+            parts,
+        });
+        Ok(())
+    }
+
+    fn wants_send(&self, now: Instant, ack_delay: core::time::Duration) -> bool {
+        self.entity.is_some()
+            && (self.welcome_due
+                || self.pong_due.is_some()
+                || self.ack_due.is_some_and(|t| now >= t + ack_delay)
+                || self
+                    .pending
+                    .iter()
+                    .any(|t| t.parts.iter().any(|p| p.state == PartState::Unsent)))
+    }
+
+    /// Fills one packet: Welcome, Pong, then unsent parts oldest first.
+    fn build_packet(
+        &mut self,
+        now: Instant,
+        seq: u32,
+        buf: &mut [u8],
+        world: WorldParams,
+        tick_interval_us: u64,
+        window: u32,
+    ) -> usize {
+        let (ack, ack_bits) = self.recv.ack();
+        let header = Header {
+            conn_id: self.id.0,
+            seq,
+            ack,
+            ack_bits,
+        };
+        let cap = buf.len();
+        let mut w = Writer::new(buf);
+        header.write(&mut w);
+        let mut eliciting = false;
+        if self.welcome_due {
+            self.welcome_due = false;
+            eliciting = true;
+            Frame::Welcome(Welcome {
+                conn_id: self.id.0,
+                entity: self.entity.unwrap_or_default(),
+                tick: self.welcome_tick,
+                tick_interval_us,
+                window,
+                world,
+            })
+            .write_infallible(&mut w);
+        }
+        if let Some(stamp) = self.pong_due.take() {
+            eliciting = true;
+            Frame::Pong { stamp }.write_infallible(&mut w);
+        }
+        let mut data = SentData {
+            seq,
+            parts: Vec::new(),
+        };
+        'fill: for t in self.pending.iter_mut() {
+            let parts = t.parts.len() as u16;
+            for (k, p) in t.parts.iter_mut().enumerate() {
+                if p.state != PartState::Unsent {
+                    continue;
+                }
+                let mark = w.pos();
+                Frame::TickBatch(TickBatch {
+                    tick: t.tick,
+                    part: k as u16,
+                    parts,
+                    digest: t.digest,
+                    payload: &p.payload,
+                })
+                .write_infallible(&mut w);
+                if w.pos() > cap {
+                    w.rewind(mark);
+                    break 'fill;
+                }
+                p.state = PartState::InFlight(seq);
+                data.parts.push((t.tick, k as u16));
+                eliciting = true;
+            }
+        }
+        self.ack_due = None;
+        if eliciting {
+            let Conn {
+                sent,
+                pending,
+                pending_bytes,
+                stats,
+                ..
+            } = self;
+            sent.push(seq, now, data, |fate, d| {
+                part_fate(pending, pending_bytes, stats, fate, &d)
+            });
+        }
+        let len = w.pos();
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        len
+    }
+}

@@ -1,0 +1,136 @@
+//! The view model: what one observer currently sees, entity id → state.
+//!
+//! The server keeps one per connection as the *shadow* of what the client
+//! will hold once it has applied every batch sent so far; the client keeps
+//! one built from the batches it applied. Both change only through the
+//! batch codec ([`crate::batch`]), so they stay equal by construction.
+
+use alloc::vec::Vec;
+
+use lockgrid_kernel::{Dir, EntityId, Fix, Pos};
+
+/// The state of one visible subject, as carried by Enter and Update events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Seen {
+    /// Position at the tick of the last Enter or Update.
+    pub pos: Pos,
+    /// Heading at that tick.
+    pub dir: Dir,
+    /// Speed at that tick.
+    pub speed: Fix,
+    /// Layer mask from the Enter.
+    pub layers: u32,
+}
+
+/// One observer's view: visible subjects sorted by id, with their last known state.
+///
+/// Lookups are binary searches; applying a batch is a linear merge, so no
+/// hashing and no iteration-order surprises. Scratch space is kept between
+/// batches, so steady-state use does not allocate.
+#[derive(Clone, Default)]
+pub struct View {
+    pub(crate) entries: Vec<(EntityId, Seen)>,
+    pub(crate) scratch: Scratch,
+}
+
+/// Reused buffers for applying one batch part.
+#[derive(Clone, Default)]
+pub(crate) struct Scratch {
+    pub(crate) next: Vec<(EntityId, Seen)>,
+    pub(crate) leaves: Vec<usize>,
+    pub(crate) enters: Vec<(EntityId, Seen)>,
+    pub(crate) updates: Vec<(usize, Seen)>,
+}
+
+impl View {
+    /// An empty view.
+    pub fn new() -> Self {
+        View::default()
+    }
+
+    /// Number of visible subjects.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is visible.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The state of `id`, if visible.
+    pub fn get(&self, id: EntityId) -> Option<&Seen> {
+        self.entries
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .and_then(|i| self.entries.get(i))
+            .map(|e| &e.1)
+    }
+
+    /// Whether `id` is visible.
+    pub fn contains(&self, id: EntityId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Visible subjects in ascending id order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (EntityId, &Seen)> + '_ {
+        self.entries.iter().map(|(id, s)| (*id, s))
+    }
+
+    /// Visible subject ids in ascending order.
+    pub fn ids(&self) -> impl ExactSizeIterator<Item = EntityId> + '_ {
+        self.entries.iter().map(|e| e.0)
+    }
+
+    /// Forgets every subject (an observer that respawns starts from an empty view).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// Merges the staged leaves and enters into `scratch.next`:
+    /// `entries − leaves ∪ enters`, still sorted.
+    pub(crate) fn merge_staged(&mut self) {
+        let Scratch {
+            next,
+            leaves,
+            enters,
+            ..
+        } = &mut self.scratch;
+        next.clear();
+        next.reserve(self.entries.len() + enters.len());
+        let mut li = leaves.iter().peekable();
+        let mut ei = enters.iter().peekable();
+        for (i, e) in self.entries.iter().enumerate() {
+            if li.peek() == Some(&&i) {
+                li.next();
+                continue;
+            }
+            while let Some(en) = ei.next_if(|en| en.0 < e.0) {
+                next.push(*en);
+            }
+            next.push(*e);
+        }
+        next.extend(ei);
+    }
+
+    /// Makes the merged `scratch.next` the view.
+    pub(crate) fn commit_merged(&mut self) {
+        core::mem::swap(&mut self.entries, &mut self.scratch.next);
+    }
+}
+
+impl PartialEq for View {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+
+impl Eq for View {}
+
+impl core::fmt::Debug for View {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_map()
+            .entries(self.entries.iter().map(|(k, v)| (k, v)))
+            .finish()
+    }
+}
