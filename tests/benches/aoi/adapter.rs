@@ -1,0 +1,251 @@
+//! The one adapter every peer is driven through.
+//!
+//! It applies a tick's commands to its own entity table, lets the peer
+//! update its index, then for every observer in ascending id order asks the
+//! peer for neighbours, applies the kernel's visibility rule exactly (cell
+//! rule or `dist² ≤ r²`, crowd culling by `(dist², id)`), sorts by id and
+//! diffs against the last tick, emitting Leave then Enter events as the
+//! kernel does. Only the neighbour query differs between peers.
+
+use lockgrid_kernel::{Command, Dir, Event, EventSink, Fix, Pos, Visibility};
+
+use crate::workload::{CELL, Q, RADIUS};
+
+/// A spatial index under test.
+pub trait Peer {
+    /// Brings the index up to date with this tick's positions; `moved` lists
+    /// the entities (indices into `pos`) that spawned or moved.
+    fn sync(&mut self, pos: &[[f64; 2]], moved: &[u32]);
+
+    /// Visits every entity inside the closed box `lo..=hi`; extra ones are
+    /// allowed (the adapter filters by cell).
+    fn visit_box(&mut self, lo: [f64; 2], hi: [f64; 2], f: impl FnMut(u32));
+
+    /// Visits exactly the entities with `dist² ≤ r2` from `p`.
+    fn visit_within(&mut self, p: [f64; 2], r2: f64, f: impl FnMut(u32));
+}
+
+/// Per-entity state the events carry.
+#[derive(Clone, Copy)]
+struct Shown {
+    pos: Pos,
+    dir: Dir,
+    speed: Fix,
+    layers: u32,
+}
+
+pub struct Adapter {
+    mode: Visibility,
+    max_view: usize,
+    /// Lattice positions, by entity (entity ids are dense from 0).
+    q: Vec<(i64, i64)>,
+    /// The same positions in world units, exact in `f64`: what peers index.
+    f: Vec<[f64; 2]>,
+    cell: Vec<(i64, i64)>,
+    shown: Vec<Shown>,
+    observers: Vec<u32>,
+    /// Sorted subject ids, by entity (empty for NPCs).
+    views: Vec<Vec<u32>>,
+    moved: Vec<u32>,
+    candidates: Vec<(i64, u32)>,
+    /// Largest candidate count of any observer in the last tick.
+    pub max_candidates: usize,
+}
+
+impl Adapter {
+    pub fn new(mode: Visibility, max_view: u32) -> Adapter {
+        Adapter {
+            mode,
+            max_view: max_view as usize,
+            q: Vec::new(),
+            f: Vec::new(),
+            cell: Vec::new(),
+            shown: Vec::new(),
+            observers: Vec::new(),
+            views: Vec::new(),
+            moved: Vec::new(),
+            candidates: Vec::new(),
+            max_candidates: 0,
+        }
+    }
+
+    /// Runs one tick through `peer`, delivering events to `sink`.
+    pub fn step<P: Peer, S: EventSink>(
+        &mut self,
+        commands: &[Command],
+        peer: &mut P,
+        sink: &mut S,
+    ) {
+        self.apply(commands);
+        peer.sync(&self.f, &self.moved);
+        self.evaluate(peer, sink);
+    }
+
+    /// The subjects `observer` saw after the last tick, ascending.
+    pub fn view(&self, observer: u32) -> &[u32] {
+        &self.views[observer as usize]
+    }
+
+    pub fn observers(&self) -> &[u32] {
+        &self.observers
+    }
+
+    /// Heap bytes the adapter itself holds, to tell them from the peer's.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.q.capacity() * size_of::<(i64, i64)>()
+            + self.f.capacity() * size_of::<[f64; 2]>()
+            + self.cell.capacity() * size_of::<(i64, i64)>()
+            + self.shown.capacity() * size_of::<Shown>()
+            + self.observers.capacity() * size_of::<u32>()
+            + self.views.capacity() * size_of::<Vec<u32>>()
+            + self
+                .views
+                .iter()
+                .map(|v| v.capacity() * size_of::<u32>())
+                .sum::<usize>()
+            + self.moved.capacity() * size_of::<u32>()
+            + self.candidates.capacity() * size_of::<(i64, u32)>()
+    }
+
+    pub fn visible_pairs(&self) -> u64 {
+        self.views.iter().map(|v| v.len() as u64).sum()
+    }
+
+    fn apply(&mut self, commands: &[Command]) {
+        self.moved.clear();
+        for c in commands {
+            let (id, pos, dir, speed) = match c {
+                Command::Spawn(s) => {
+                    assert_eq!(s.id, self.q.len() as u64, "workload ids are dense");
+                    self.q.push((0, 0));
+                    self.f.push([0.0; 2]);
+                    self.cell.push((0, 0));
+                    self.shown.push(Shown {
+                        pos: s.pos,
+                        dir: s.dir,
+                        speed: s.speed,
+                        layers: s.layers,
+                    });
+                    // Reserved up front as the kernel reserves its views, so
+                    // the adapter itself never allocates after spawning.
+                    let cap = if s.observer { self.max_view } else { 0 };
+                    self.views.push(Vec::with_capacity(cap));
+                    if s.observer {
+                        self.observers.push(s.id as u32);
+                    }
+                    (s.id, s.pos, s.dir, s.speed)
+                }
+                Command::Move(m) => (m.id, m.pos, m.dir, m.speed),
+                Command::Despawn { .. } => unreachable!("workloads never despawn"),
+            };
+            let i = id as usize;
+            let step = 65536 / Q;
+            let q = (pos.x.to_bits() / step, pos.y.to_bits() / step);
+            self.q[i] = q;
+            self.f[i] = [q.0 as f64 / Q as f64, q.1 as f64 / Q as f64];
+            self.cell[i] = (q.0.div_euclid(CELL * Q), q.1.div_euclid(CELL * Q));
+            let s = &mut self.shown[i];
+            (s.pos, s.dir, s.speed) = (pos, dir, speed);
+            self.moved.push(id as u32);
+        }
+    }
+
+    fn evaluate<P: Peer, S: EventSink>(&mut self, peer: &mut P, sink: &mut S) {
+        let Adapter {
+            mode,
+            max_view,
+            q,
+            f,
+            cell,
+            shown,
+            observers,
+            views,
+            candidates,
+            max_candidates,
+            ..
+        } = self;
+        *max_candidates = 0;
+        let dist2 = |a: (i64, i64), b: (i64, i64)| {
+            let (dx, dy) = (a.0 - b.0, a.1 - b.1);
+            dx * dx + dy * dy
+        };
+        let r = (RADIUS) as f64;
+        for &o in observers.iter() {
+            let oi = o as usize;
+            candidates.clear();
+            let qo = q[oi];
+            match mode {
+                Visibility::Grid => {
+                    let (cx, cy) = cell[oi];
+                    let lo = [((cx - 1) * CELL) as f64, ((cy - 1) * CELL) as f64];
+                    // The last lattice point of the nine cells: a closed box
+                    // that touches no tenth cell (positions are on the lattice).
+                    let last = 1.0 / Q as f64;
+                    let hi = [
+                        ((cx + 2) * CELL) as f64 - last,
+                        ((cy + 2) * CELL) as f64 - last,
+                    ];
+                    peer.visit_box(lo, hi, |s| {
+                        let (sx, sy) = cell[s as usize];
+                        if s != o && (sx - cx).abs() <= 1 && (sy - cy).abs() <= 1 {
+                            candidates.push((dist2(qo, q[s as usize]), s));
+                        }
+                    });
+                }
+                Visibility::Radius => {
+                    peer.visit_within(f[oi], r * r, |s| {
+                        if s != o {
+                            candidates.push((dist2(qo, q[s as usize]), s));
+                        }
+                    });
+                }
+            }
+            *max_candidates = (*max_candidates).max(candidates.len());
+            if candidates.len() > *max_view {
+                // Crowd culling, as the kernel does: the nearest by (dist², id).
+                if *max_view > 0 {
+                    candidates.select_nth_unstable(*max_view - 1);
+                }
+                candidates.truncate(*max_view);
+            }
+            candidates.sort_unstable_by_key(|c| c.1);
+
+            let old = &mut views[oi];
+            let observer = u64::from(o);
+            // Leaves: old entries missing from the new set.
+            let mut k = 0;
+            for &s in old.iter() {
+                while k < candidates.len() && candidates[k].1 < s {
+                    k += 1;
+                }
+                if k == candidates.len() || candidates[k].1 != s {
+                    sink.event(Event::Leave {
+                        observer,
+                        subject: u64::from(s),
+                    });
+                }
+            }
+            // Enters: new entries missing from the old set.
+            let mut k = 0;
+            for &(_, s) in candidates.iter() {
+                while k < old.len() && old[k] < s {
+                    k += 1;
+                }
+                if k == old.len() || old[k] != s {
+                    let e = shown[s as usize];
+                    sink.event(Event::Enter {
+                        observer,
+                        subject: u64::from(s),
+                        pos: e.pos,
+                        dir: e.dir,
+                        speed: e.speed,
+                        layers: e.layers,
+                    });
+                }
+            }
+            old.clear();
+            old.extend(candidates.iter().map(|c| c.1));
+        }
+    }
+}

@@ -1,0 +1,686 @@
+//! AOI benchmark: lockgrid against real peer crates on identical workloads.
+//!
+//! ```text
+//! cargo bench -p lockgrid-tests --bench aoi                       # full run
+//! cargo bench -p lockgrid-tests --bench aoi -- --quick            # smoke run
+//! cargo bench -p lockgrid-tests --bench aoi -- --workload uniform-10k --mode radius
+//! cargo bench -p lockgrid-tests --bench aoi -- --workload uniform-10k --lockgrid-only --ticks 20
+//! ```
+//!
+//! Every contender is fed the same seeded command stream. The peers
+//! (flat_spatial, kiddo, rstar, brute force) go through one shared adapter
+//! that turns neighbour queries into Enter/Leave events exactly as the
+//! kernel defines them; before a peer is timed, its visible sets are checked
+//! against the kernel's for several ticks, and a peer that disagrees is not
+//! reported. The comparable lockgrid row runs with a throttle under which
+//! Updates are (almost) never due, so both sides do the same work; the full
+//! tick with the default throttle is its own row. Output is Markdown.
+
+mod adapter;
+mod measure;
+mod peers;
+mod workload;
+
+use std::fmt::Write as _;
+
+use lockgrid_kernel::{Command, EntityId, Visibility, World};
+
+use adapter::{Adapter, Peer};
+use measure::{floor_ns_per_pair, live_bytes, measured, Samples, Tally};
+use workload::{Kind, Spec, Stream, MAX_VIEW};
+
+const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
+           [--lockgrid-only] [--ticks N]
+  --quick      few ticks per workload, skips N = 100k unless named: a smoke run
+  --lockgrid-only  time only the comparable lockgrid row (for profiling the kernel)
+  --ticks      timed ticks per contender, overriding the plan
+  --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
+               uniform-100k, hotspot-10k, teleport-10k, npc-10k)
+  --mode       only this visibility mode";
+
+struct Options {
+    quick: bool,
+    lockgrid_only: bool,
+    ticks: Option<u64>,
+    only: Vec<String>,
+    modes: Vec<Visibility>,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        quick: false,
+        lockgrid_only: false,
+        ticks: None,
+        only: Vec::new(),
+        modes: vec![Visibility::Grid, Visibility::Radius],
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            // cargo bench passes --bench to harness-less targets.
+            "--bench" => {}
+            "--quick" => o.quick = true,
+            "--lockgrid-only" => o.lockgrid_only = true,
+            "--ticks" => {
+                let v = args.next().and_then(|v| v.parse().ok());
+                o.ticks = Some(v.unwrap_or_else(|| die("--ticks needs a number")));
+            }
+            "--workload" => {
+                let v = args
+                    .next()
+                    .unwrap_or_else(|| die("--workload needs a value"));
+                o.only.extend(v.split(',').map(str::to_owned));
+            }
+            "--mode" => {
+                o.modes = match args.next().as_deref() {
+                    Some("grid") => vec![Visibility::Grid],
+                    Some("radius") => vec![Visibility::Radius],
+                    _ => die("--mode takes grid or radius"),
+                }
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => die(&format!("unknown argument {other:?}")),
+        }
+    }
+    o
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("{msg}\n{USAGE}");
+    std::process::exit(2);
+}
+
+/// How many ticks to check, warm up and time.
+#[derive(Clone, Copy)]
+struct Plan {
+    verify: u64,
+    warm: u64,
+    timed: u64,
+}
+
+fn plan(n: u32, quick: bool) -> Plan {
+    match (quick, n) {
+        (true, n) if n <= 10_000 => Plan {
+            verify: 2,
+            warm: 1,
+            timed: 5,
+        },
+        (true, _) => Plan {
+            verify: 2,
+            warm: 1,
+            timed: 3,
+        },
+        (false, n) if n <= 1_000 => Plan {
+            verify: 6,
+            warm: 5,
+            timed: 200,
+        },
+        (false, n) if n <= 10_000 => Plan {
+            verify: 6,
+            warm: 5,
+            timed: 60,
+        },
+        (false, _) => Plan {
+            verify: 3,
+            warm: 2,
+            timed: 10,
+        },
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PeerKind {
+    FlatSpatial,
+    Kiddo,
+    RstarBulk,
+    RstarIncremental,
+    Brute,
+}
+
+const PEERS: [PeerKind; 5] = [
+    PeerKind::FlatSpatial,
+    PeerKind::Kiddo,
+    PeerKind::RstarBulk,
+    PeerKind::RstarIncremental,
+    PeerKind::Brute,
+];
+
+impl PeerKind {
+    fn name(self) -> &'static str {
+        match self {
+            PeerKind::FlatSpatial => "flat_spatial 0.6 Grid",
+            PeerKind::Kiddo => "kiddo 6.3 ImmutableKdTree, rebuilt",
+            PeerKind::RstarBulk => "rstar 0.14 RTree, bulk-loaded",
+            PeerKind::RstarIncremental => "rstar 0.14 RTree, remove + insert",
+            PeerKind::Brute => "brute force O(N²)",
+        }
+    }
+
+    /// Why this peer is left out at this size, if it is.
+    fn skipped(self, n: u32, quick: bool) -> Option<&'static str> {
+        match self {
+            PeerKind::Brute if n > 10_000 => Some("skipped: O(N²) would take minutes per tick"),
+            PeerKind::Brute if quick && n > 1_000 => Some("skipped in --quick"),
+            _ => None,
+        }
+    }
+}
+
+/// One line of a workload's table.
+struct Row {
+    name: String,
+    outcome: Result<Measured, String>,
+}
+
+struct Measured {
+    samples: Samples,
+    pairs: u64,
+    bytes_per_entity: f64,
+}
+
+fn main() {
+    let opts = options();
+    let mut specs = vec![
+        Spec::new(Kind::Uniform, 1_000),
+        Spec::new(Kind::Uniform, 10_000),
+        Spec::new(Kind::Uniform, 100_000),
+        Spec::new(Kind::Hotspot, 10_000),
+        Spec::new(Kind::Teleport, 10_000),
+        Spec::new(Kind::Npc, 10_000),
+    ];
+    if opts.only.is_empty() {
+        if opts.quick {
+            specs.retain(|s| s.n <= 10_000);
+        }
+    } else {
+        specs.retain(|s| opts.only.iter().any(|w| s.name.contains(w.as_str())));
+    }
+    println!("# lockgrid AOI benchmark\n");
+    println!(
+        "mode: {}; cpu: {}; threads available: {}\n",
+        if opts.quick { "quick" } else { "full" },
+        cpu_model(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let mut summary = Summary::default();
+    for spec in &specs {
+        for &mode in &opts.modes {
+            run_workload(spec, mode, &opts, &mut summary);
+        }
+    }
+    summary.print();
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn mode_name(mode: Visibility) -> &'static str {
+    match mode {
+        Visibility::Grid => "grid",
+        Visibility::Radius => "radius",
+    }
+}
+
+/// What the closing summary needs from one workload and mode.
+struct Line {
+    workload: String,
+    mode: Visibility,
+    /// lockgrid's comparable and full-tick medians, ms.
+    lockgrid_ms: f64,
+    full_ms: f64,
+    /// The fastest agreeing peer's median (ms) and name.
+    fastest: Option<(f64, String)>,
+    ns_per_pair: f64,
+    floor: f64,
+}
+
+/// Figures the closing summary compares against the targets.
+#[derive(Default)]
+struct Summary {
+    lines: Vec<Line>,
+    max_allocs: f64,
+}
+
+impl Summary {
+    fn lockgrid_ms(&self, workload: &str, mode: Visibility) -> Option<f64> {
+        self.lines
+            .iter()
+            .find(|l| l.workload == workload && l.mode == mode)
+            .map(|l| l.lockgrid_ms)
+    }
+
+    fn print(&self) {
+        println!("## Against the targets of issue 5\n");
+        for l in &self.lines {
+            let peer = match &l.fastest {
+                Some((ms, who)) => format!(
+                    "lockgrid is {:.2}× as fast as the fastest peer ({who})",
+                    ms / l.lockgrid_ms
+                ),
+                None => "no peer agreed".into(),
+            };
+            println!(
+                "- {} {}: {peer}; {:.1} ns/visible pair = {:.1}× the floor; \
+                 the full tick with Updates takes {:.2}× the comparable one",
+                l.workload,
+                mode_name(l.mode),
+                l.ns_per_pair,
+                l.ns_per_pair / l.floor,
+                l.full_ms / l.lockgrid_ms
+            );
+        }
+        for mode in [Visibility::Grid, Visibility::Radius] {
+            if let (Some(a), Some(b)) = (
+                self.lockgrid_ms("uniform-10k", mode),
+                self.lockgrid_ms("uniform-100k", mode),
+            ) {
+                println!(
+                    "- growth 10k → 100k, {}: tick time × {:.1} for 10× the entities \
+                     (linear is × 10)",
+                    mode_name(mode),
+                    b / a
+                );
+            }
+        }
+        println!(
+            "- allocations per lockgrid step (both rows, every workload run), at most: {}",
+            self.max_allocs
+        );
+    }
+}
+
+fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Summary) {
+    let quick = opts.quick;
+    let mut p = plan(spec.n, quick);
+    if let Some(t) = opts.ticks {
+        p.timed = t.max(1);
+    }
+    let observers = spec.observers();
+    let brute_timed = p.timed.min(if spec.n > 1_000 { 5 } else { 30 });
+    eprintln!("running {} {} ...", spec.name, mode_name(mode));
+
+    // Check every peer first; only those that agree are timed.
+    let mut lineup: Vec<(String, Result<Entry, String>)> = Vec::new();
+    lineup.push((
+        "**lockgrid** (Updates throttled away: same work as the peers)".into(),
+        Ok(Entry::new(p.timed, || Kernel::new(spec, mode, true))),
+    ));
+    if !opts.lockgrid_only {
+        lineup.push((
+            "lockgrid, full tick (default throttle, with Updates)".into(),
+            Ok(Entry::new(p.timed, || Kernel::new(spec, mode, false))),
+        ));
+    }
+    for kind in PEERS {
+        let skipped = match kind.skipped(spec.n, quick) {
+            _ if opts.lockgrid_only => Some("skipped: --lockgrid-only"),
+            why => why,
+        };
+        let entry = match skipped {
+            Some(why) => Err(why.to_owned()),
+            None => match kind {
+                PeerKind::FlatSpatial => peer_entry(spec, mode, p, peers::FlatSpatial::new),
+                PeerKind::Kiddo => peer_entry(spec, mode, p, peers::Kiddo::new),
+                PeerKind::RstarBulk => peer_entry(spec, mode, p, peers::Rstar::bulk),
+                PeerKind::RstarIncremental => peer_entry(spec, mode, p, peers::Rstar::incremental),
+                PeerKind::Brute => peer_entry(
+                    spec,
+                    mode,
+                    Plan {
+                        timed: brute_timed,
+                        ..p
+                    },
+                    peers::Brute::new,
+                ),
+            },
+        };
+        if let Err(why) = &entry {
+            if why.starts_with("DISAGREES") {
+                eprintln!("{}: {why}", kind.name());
+            }
+        }
+        lineup.push((kind.name().to_owned(), entry));
+    }
+
+    // Time them in turn on one command stream, rotating who goes first, so
+    // that load from elsewhere on the machine hits every contender alike.
+    let mut stream = Stream::new(spec);
+    let mut commands = Vec::new();
+    let mut live: Vec<&mut Entry> = lineup
+        .iter_mut()
+        .filter_map(|(_, e)| e.as_mut().ok())
+        .collect();
+    for tick in 1..=p.warm + p.timed {
+        stream.next_tick(&mut commands);
+        let n = live.len();
+        for k in 0..n {
+            let e = &mut live[(k + tick as usize) % n];
+            if tick > p.warm + e.timed {
+                continue;
+            }
+            let mut tally = Tally::default();
+            let before = live_bytes();
+            let (_, dt, allocs) = measured(|| e.contender.step(&commands, &mut tally));
+            e.bytes += live_bytes() - before;
+            if tick > p.warm {
+                e.samples.push(dt, allocs, tally);
+            }
+        }
+    }
+
+    let (lg_ms, pairs, floor) = {
+        let lg = lineup[0].1.as_ref().expect("lockgrid is always timed");
+        (
+            lg.samples.median_ms(),
+            lg.contender.visible_pairs(),
+            lg.contender.floor(),
+        )
+    };
+    let mut full_ms = f64::NAN;
+    let mut max_candidates = 0;
+    let mut fastest: Option<(f64, String)> = None;
+    let mut rows = Vec::new();
+    for (k, (name, entry)) in lineup.into_iter().enumerate() {
+        let outcome = entry.map(|e| {
+            max_candidates = max_candidates.max(e.contender.max_candidates());
+            let ms = e.samples.median_ms();
+            if k < 2 {
+                summary.max_allocs = summary.max_allocs.max(e.samples.allocs_per_tick());
+            }
+            if k == 1 && !opts.lockgrid_only {
+                full_ms = ms;
+            }
+            if k >= 2 && fastest.as_ref().is_none_or(|f| ms < f.0) {
+                fastest = Some((ms, name.clone()));
+            }
+            Measured {
+                pairs: e.contender.visible_pairs(),
+                bytes_per_entity: (e.bytes - e.contender.excluded_bytes()) as f64
+                    / f64::from(spec.n),
+                samples: e.samples,
+            }
+        });
+        rows.push(Row { name, outcome });
+    }
+
+    let mut out = String::new();
+    let cells = spec.cells();
+    let _ = writeln!(out, "### {} · {}\n", spec.name, mode_name(mode));
+    let _ = writeln!(
+        out,
+        "N = {} ({} observers), world {} × {} units ({} × {} cells of 100), radius 100, \
+         hysteresis 0. Ticks: {} checked against the kernel, then per contender {} warm-up \
+         and {} timed (brute force: at most {}). Visible pairs at the last tick: {} \
+         ({:.1} per observer).",
+        spec.n,
+        observers,
+        spec.side,
+        spec.side,
+        cells,
+        cells,
+        p.verify,
+        p.warm,
+        p.timed,
+        p.timed.min(if spec.n > 1_000 { 5 } else { 30 }),
+        pairs,
+        pairs as f64 / f64::from(observers)
+    );
+    if max_candidates > MAX_VIEW as usize {
+        let _ = writeln!(
+            out,
+            "Crowd culling is active: the largest candidate set is {max_candidates} > max_view \
+             {MAX_VIEW}; the kernel keeps the nearest by (dist², id) and the adapter applies \
+             the same culling for every peer."
+        );
+    } else if max_candidates > 0 {
+        let _ = writeln!(
+            out,
+            "Largest candidate set {max_candidates} ≤ max_view {MAX_VIEW}: no culling, like for like."
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Bytes/entity: lockgrid's is everything `World::new` allocates (views reserve \
+         max_view × 12 bytes per observer); a peer's is what its index holds after the last \
+         tick, the shared adapter's positions and views left out. Allocations: lockgrid's \
+         are counted over `step` alone, a peer's over its whole tick."
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| contender | ms/tick median | p90 | events/tick | of which Update | ns/visible pair | allocs/tick | bytes/entity | time ÷ lockgrid |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &rows {
+        match &row.outcome {
+            Ok(m) => {
+                let s = &m.samples;
+                let med = s.median_ms();
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.3} | {:.3} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} | {:.2} |",
+                    row.name,
+                    med,
+                    s.p90_ms(),
+                    s.per_tick(s.events.total()),
+                    s.per_tick(s.events.update),
+                    med * 1e6 / m.pairs.max(1) as f64,
+                    s.allocs_per_tick(),
+                    m.bytes_per_entity,
+                    med / lg_ms
+                );
+            }
+            Err(why) => {
+                let _ = writeln!(out, "| {} | {} | | | | | | | |", row.name, why);
+            }
+        }
+    }
+    let lg_ns = lg_ms * 1e6 / pairs.max(1) as f64;
+    let _ = writeln!(
+        out,
+        "\nFloor: one plain pass over dense position arrays computing dist² for the same \
+         {pairs} pairs: {floor:.2} ns/pair; lockgrid is {:.1}× the floor.\n",
+        lg_ns / floor
+    );
+    print!("{out}");
+    summary.lines.push(Line {
+        workload: spec.name.clone(),
+        mode,
+        lockgrid_ms: lg_ms,
+        full_ms,
+        fastest,
+        ns_per_pair: lg_ns,
+        floor,
+    });
+}
+
+/// A contender being timed, with what it has measured so far.
+struct Entry {
+    contender: Box<dyn Contender>,
+    /// Ticks to time (brute force gets fewer).
+    timed: u64,
+    samples: Samples,
+    /// Heap bytes it allocated and still holds.
+    bytes: i64,
+}
+
+impl Entry {
+    fn new<C: Contender + 'static>(timed: u64, make: impl FnOnce() -> C) -> Entry {
+        let before = live_bytes();
+        let contender = Box::new(make());
+        Entry {
+            contender,
+            timed,
+            samples: Samples::default(),
+            bytes: live_bytes() - before,
+        }
+    }
+}
+
+/// Something that runs ticks: the kernel, or a peer behind the adapter.
+trait Contender {
+    fn step(&mut self, commands: &[Command], tally: &mut Tally);
+    fn visible_pairs(&self) -> u64;
+    /// Held bytes that are not the contender's own (the shared adapter's).
+    fn excluded_bytes(&self) -> i64 {
+        0
+    }
+    fn max_candidates(&self) -> usize {
+        0
+    }
+    /// The dense-array floor over this contender's visible pairs.
+    fn floor(&self) -> f64 {
+        f64::NAN
+    }
+}
+
+struct Kernel {
+    world: World,
+    observers: Vec<u32>,
+}
+
+impl Kernel {
+    fn new(spec: &Spec, mode: Visibility, rare_updates: bool) -> Kernel {
+        Kernel {
+            world: World::new(spec.config(mode, rare_updates)).expect("workload configs are valid"),
+            observers: (0..spec.n).filter(|&i| spec.is_observer(i)).collect(),
+        }
+    }
+
+    /// Visible pairs in CSR form: offsets per observer into subjects.
+    fn pairs(&self) -> (Vec<usize>, Vec<u32>) {
+        let mut offsets = vec![0];
+        let mut subjects = Vec::new();
+        for &o in &self.observers {
+            let view = self
+                .world
+                .view(EntityId::from(o))
+                .expect("observers stay alive");
+            subjects.extend(view.map(|s| s as u32));
+            offsets.push(subjects.len());
+        }
+        (offsets, subjects)
+    }
+}
+
+impl Contender for Kernel {
+    fn step(&mut self, commands: &[Command], tally: &mut Tally) {
+        self.world.step(commands, tally);
+    }
+
+    fn visible_pairs(&self) -> u64 {
+        self.pairs().1.len() as u64
+    }
+
+    fn floor(&self) -> f64 {
+        let (offsets, subjects) = self.pairs();
+        let n = self.world.config().max_entities as usize;
+        let (mut x, mut y) = (vec![0; n], vec![0; n]);
+        for e in self.world.entities() {
+            x[e.id as usize] = e.pos.x.to_bits();
+            y[e.id as usize] = e.pos.y.to_bits();
+        }
+        floor_ns_per_pair(&x, &y, &self.observers, &offsets, &subjects)
+    }
+}
+
+struct Peered<P: Peer> {
+    adapter: Adapter,
+    peer: P,
+    max_candidates: usize,
+}
+
+impl<P: Peer> Contender for Peered<P> {
+    fn step(&mut self, commands: &[Command], tally: &mut Tally) {
+        self.adapter.step(commands, &mut self.peer, tally);
+        self.max_candidates = self.max_candidates.max(self.adapter.max_candidates);
+    }
+
+    fn visible_pairs(&self) -> u64 {
+        self.adapter.visible_pairs()
+    }
+
+    fn excluded_bytes(&self) -> i64 {
+        self.adapter.heap_bytes() as i64
+    }
+
+    fn max_candidates(&self) -> usize {
+        self.max_candidates
+    }
+}
+
+/// Checks a peer against the kernel and, if it agrees, readies it for timing.
+fn peer_entry<P: Peer + 'static>(
+    spec: &Spec,
+    mode: Visibility,
+    p: Plan,
+    make: impl Fn() -> P,
+) -> Result<Entry, String> {
+    verify(spec, mode, p.verify, make())?;
+    Ok(Entry::new(p.timed, || Peered {
+        adapter: Adapter::new(mode, MAX_VIEW),
+        peer: make(),
+        max_candidates: 0,
+    }))
+}
+
+/// Runs the kernel and a peer side by side for `ticks` ticks and compares
+/// every observer's visible set and the tick's Enter/Leave counts.
+fn verify<P: Peer>(spec: &Spec, mode: Visibility, ticks: u64, mut peer: P) -> Result<(), String> {
+    let mut world = World::new(spec.config(mode, true)).expect("workload configs are valid");
+    let mut adapter = Adapter::new(mode, MAX_VIEW);
+    let mut stream = Stream::new(spec);
+    let mut commands = Vec::new();
+    for tick in 1..=ticks {
+        stream.next_tick(&mut commands);
+        let (mut theirs, mut ours) = (Tally::default(), Tally::default());
+        world.step(&commands, &mut ours);
+        adapter.step(&commands, &mut peer, &mut theirs);
+        for &o in adapter.observers() {
+            let kernel: Vec<u64> = world
+                .view(EntityId::from(o))
+                .map(Iterator::collect)
+                .unwrap_or_default();
+            let got: Vec<u64> = adapter.view(o).iter().map(|&s| u64::from(s)).collect();
+            if kernel != got {
+                let missing: Vec<u64> = kernel
+                    .iter()
+                    .filter(|s| !got.contains(s))
+                    .copied()
+                    .collect();
+                let extra: Vec<u64> = got
+                    .iter()
+                    .filter(|s| !kernel.contains(s))
+                    .copied()
+                    .collect();
+                return Err(format!(
+                    "DISAGREES at tick {tick}, observer {o}: kernel sees {} subjects, peer {}; \
+                     missing {:?}, extra {:?}",
+                    kernel.len(),
+                    got.len(),
+                    &missing[..missing.len().min(5)],
+                    &extra[..extra.len().min(5)]
+                ));
+            }
+        }
+        if (ours.enter, ours.leave) != (theirs.enter, theirs.leave) {
+            return Err(format!(
+                "DISAGREES at tick {tick}: kernel {} enters / {} leaves, peer {} / {}",
+                ours.enter, ours.leave, theirs.enter, theirs.leave
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! The workloads: seeded, deterministic command streams that every contender
+//! is fed identically.
+//!
+//! Positions live on a 1/256 lattice (`Q` units). That keeps them exact in
+//! the kernel's `I48F16`, in `f32` (flat_spatial) and `f64` (kiddo, rstar),
+//! and keeps every squared distance up to the largest world exact in `f64`,
+//! so the float-based peers can agree with the kernel bit for bit.
+
+use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Spawn, Visibility};
+
+/// Lattice steps per world unit.
+pub const Q: i64 = 256;
+/// Cell edge and view radius, in world units.
+pub const CELL: i64 = 100;
+pub const RADIUS: i64 = 100;
+/// Largest random-walk step per axis per tick, in world units.
+pub const STEP: i64 = 5;
+/// View capacity given to the kernel (and applied by the adapter).
+pub const MAX_VIEW: u32 = 512;
+
+/// A fixed-point coordinate from lattice units.
+pub fn fix_of_q(q: i64) -> Fix {
+    Fix::from_bits(q * (65536 / Q))
+}
+
+/// SplitMix64: tiny, seedable, good enough to drive a workload.
+#[derive(Clone, Debug)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi` (the tiny modulo bias does not matter here).
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        let span = (hi - lo + 1) as u64;
+        lo + (self.next_u64() % span) as i64
+    }
+
+    /// True with probability `per_mille / 1000`.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.next_u64() % 1000 < per_mille
+    }
+}
+
+/// What varies between workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Everyone walks, everyone observes.
+    Uniform,
+    /// 20% of the entities walk inside a 2×2-cell square in the middle.
+    Hotspot,
+    /// 5% of the entities (drawn anew each tick) jump anywhere.
+    Teleport,
+    /// Only 5% of the entities are observers.
+    Npc,
+}
+
+/// One workload: a kind, a size, and a world that holds density constant
+/// (2000 × 2000 units at 10 000 entities).
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub name: String,
+    pub kind: Kind,
+    pub n: u32,
+    /// World edge in world units.
+    pub side: i64,
+    pub seed: u64,
+}
+
+impl Spec {
+    pub fn new(kind: Kind, n: u32) -> Spec {
+        let label = match kind {
+            Kind::Uniform => "uniform",
+            Kind::Hotspot => "hotspot",
+            Kind::Teleport => "teleport",
+            Kind::Npc => "npc",
+        };
+        let size = if n.is_multiple_of(1000) {
+            format!("{}k", n / 1000)
+        } else {
+            n.to_string()
+        };
+        // Constant density: 400 square units per entity.
+        let side = (400.0 * f64::from(n)).sqrt().round() as i64;
+        Spec {
+            name: format!("{label}-{size}"),
+            kind,
+            n,
+            side,
+            seed: 0x6c67_6272_6964 ^ u64::from(n) ^ ((kind as u64) << 40),
+        }
+    }
+
+    pub fn is_observer(&self, i: u32) -> bool {
+        self.kind != Kind::Npc || i.is_multiple_of(20)
+    }
+
+    pub fn observers(&self) -> u32 {
+        (0..self.n).filter(|&i| self.is_observer(i)).count() as u32
+    }
+
+    fn is_hot(&self, i: u32) -> bool {
+        self.kind == Kind::Hotspot && i.is_multiple_of(5)
+    }
+
+    pub fn cells(&self) -> u32 {
+        ((self.side + CELL - 1) / CELL) as u32
+    }
+
+    /// The half-open square (lattice units, per axis) an entity walks in.
+    fn bounds(&self, i: u32) -> (i64, i64) {
+        if self.is_hot(i) {
+            let mid = i64::from(self.cells() / 2) * CELL;
+            ((mid - CELL) * Q, (mid + CELL) * Q)
+        } else {
+            (0, self.side * Q)
+        }
+    }
+
+    /// The kernel config for this workload. `rare_updates` sets the throttle
+    /// so that (almost) no Update is ever due: the kernel then does the same
+    /// work as the peers, visible sets plus Enter/Leave.
+    pub fn config(&self, mode: Visibility, rare_updates: bool) -> Config {
+        let mut c = Config {
+            origin: Pos::from_ints(0, 0),
+            cell_size: fix_of_q(CELL * Q),
+            width_cells: self.cells(),
+            height_cells: self.cells(),
+            visibility: mode,
+            hysteresis: Fix::ZERO,
+            max_entities: self.n,
+            max_observers: self.observers(),
+            max_view: MAX_VIEW,
+            ..Config::default()
+        };
+        if rare_updates {
+            c.update_interval = u64::MAX;
+            c.move_epsilon = Fix::MAX;
+            c.dir_epsilon = 32768;
+        }
+        c
+    }
+}
+
+/// The command stream of one workload: tick 1 spawns everyone, every later
+/// tick moves everyone. Two streams built from one spec are identical.
+pub struct Stream {
+    spec: Spec,
+    rng: SplitMix,
+    /// Current positions in lattice units.
+    pos: Vec<(i64, i64)>,
+    tick: u64,
+}
+
+impl Stream {
+    pub fn new(spec: &Spec) -> Stream {
+        Stream {
+            spec: spec.clone(),
+            rng: SplitMix::new(spec.seed),
+            pos: Vec::with_capacity(spec.n as usize),
+            tick: 0,
+        }
+    }
+
+    /// Fills `out` with the next tick's commands.
+    pub fn next_tick(&mut self, out: &mut Vec<Command>) {
+        out.clear();
+        self.tick += 1;
+        let radius = fix_of_q(RADIUS * Q);
+        if self.tick == 1 {
+            for i in 0..self.spec.n {
+                let (lo, hi) = self.spec.bounds(i);
+                let p = (self.rng.range(lo, hi - 1), self.rng.range(lo, hi - 1));
+                self.pos.push(p);
+                let at = pos_of(p);
+                let spawn = if self.spec.is_observer(i) {
+                    Spawn::observer(EntityId::from(i), at, radius)
+                } else {
+                    Spawn::npc(EntityId::from(i), at)
+                };
+                out.push(Command::Spawn(spawn));
+            }
+            return;
+        }
+        let step = STEP * Q;
+        for i in 0..self.spec.n {
+            let (lo, hi) = self.spec.bounds(i);
+            let p = &mut self.pos[i as usize];
+            if self.spec.kind == Kind::Teleport && self.rng.chance(50) {
+                *p = (self.rng.range(lo, hi - 1), self.rng.range(lo, hi - 1));
+            } else {
+                p.0 = reflect(p.0 + self.rng.range(-step, step), lo, hi);
+                p.1 = reflect(p.1 + self.rng.range(-step, step), lo, hi);
+            }
+            out.push(Command::Move(Move {
+                id: EntityId::from(i),
+                pos: pos_of(*p),
+                dir: 0,
+                speed: Fix::ZERO,
+            }));
+        }
+    }
+}
+
+/// Keeps a walk inside `lo..hi` by reflecting off the walls.
+fn reflect(p: i64, lo: i64, hi: i64) -> i64 {
+    if p < lo {
+        2 * lo - p
+    } else if p >= hi {
+        2 * (hi - 1) - p
+    } else {
+        p
+    }
+}
+
+fn pos_of((x, y): (i64, i64)) -> Pos {
+    Pos::new(fix_of_q(x), fix_of_q(y))
+}
