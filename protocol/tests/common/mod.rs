@@ -236,3 +236,115 @@ pub fn random_tick(
 pub fn view_map(v: &View) -> BTreeMap<EntityId, Seen> {
     v.iter().map(|(id, s)| (id, *s)).collect()
 }
+
+use lockgrid_kernel::{Command, Move, Spawn, Visibility};
+use lockgrid_protocol::{
+    DisconnectReason, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams,
+};
+
+pub fn random_command(rng: &mut Rng) -> Command {
+    let id = rng.next_u64() >> rng.below(64);
+    let pos = Pos::new(
+        fix(rng.next_u64() as i64 >> rng.below(64)),
+        fix(rng.next_u64() as i64 >> rng.below(64)),
+    );
+    match rng.below(3) {
+        0 => Command::Spawn(Spawn {
+            id,
+            pos,
+            dir: rng.next_u64() as u16,
+            speed: fix(rng.next_u64() as i64 >> rng.below(64)),
+            observer: rng.chance(500_000),
+            radius: fix(rng.next_u64() as i64 >> rng.below(64)),
+            layers: rng.next_u64() as u32,
+            interest: rng.next_u64() as u32,
+        }),
+        1 => Command::Move(Move {
+            id,
+            pos,
+            dir: rng.next_u64() as u16,
+            speed: fix(rng.next_u64() as i64 >> rng.below(64)),
+        }),
+        _ => Command::Despawn { id },
+    }
+}
+
+/// One frame of every kind, with random fields; byte fields borrow from `store`.
+pub fn random_frames<'a>(rng: &mut Rng, store: &'a [u8]) -> Vec<Frame<'a>> {
+    let mut slice = |max: usize| {
+        let len = rng.below(max.min(store.len()) as u64 + 1) as usize;
+        let at = rng.below((store.len() - len) as u64 + 1) as usize;
+        &store[at..at + len]
+    };
+    let token = slice(256);
+    let payload = slice(store.len());
+    let mut rng2 = rng.clone();
+    let r = &mut rng2;
+    let mut tick = r.next_u64() >> r.below(64) >> 2;
+    let entries = (0..r.below(5))
+        .map(|_| {
+            tick += 1 + r.below(5);
+            InputEntry {
+                tick,
+                commands: (0..r.below(4)).map(|_| random_command(r)).collect(),
+            }
+        })
+        .collect();
+    let parts = 1 + r.below(1024) as u16;
+    let frames = vec![
+        Frame::Padding,
+        Frame::Hello {
+            version: r.next_u64() as u8,
+            token,
+        },
+        Frame::Input(InputFrame {
+            first_seq: r.next_u64() >> r.below(64) >> 1,
+            entries,
+        }),
+        Frame::Ack {
+            tick: r.next_u64() >> r.below(64),
+        },
+        Frame::Ping {
+            stamp: r.next_u64() >> r.below(64),
+        },
+        Frame::Bye,
+        Frame::Welcome(Welcome {
+            conn_id: r.next_u64() as u32,
+            entity: r.next_u64() >> r.below(64),
+            tick: r.next_u64() >> r.below(64),
+            tick_interval_us: r.next_u64() >> r.below(64),
+            window: r.next_u64() as u32,
+            world: WorldParams {
+                origin: Pos::new(
+                    fix(r.next_u64() as i64 >> r.below(64)),
+                    fix(r.next_u64() as i64),
+                ),
+                cell_size: fix(r.next_u64() as i64 >> r.below(64)),
+                width_cells: r.next_u64() as u32,
+                height_cells: r.next_u64() as u32,
+                visibility: if r.chance(500_000) {
+                    Visibility::Grid
+                } else {
+                    Visibility::Radius
+                },
+                hysteresis: fix(r.next_u64() as i64 >> r.below(64)),
+                max_view: r.next_u64() as u32,
+            },
+        }),
+        Frame::TickBatch(TickBatch {
+            tick: r.next_u64() >> r.below(64),
+            part: r.below(u64::from(parts)) as u16,
+            parts,
+            digest: r.next_u64(),
+            payload,
+        }),
+        Frame::Pong {
+            stamp: r.next_u64() >> r.below(64),
+        },
+        Frame::Disconnect {
+            reason: DisconnectReason::from_code(r.next_u64() as u8),
+        },
+    ];
+    *rng = rng2;
+    frames
+}
