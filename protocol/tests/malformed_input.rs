@@ -86,8 +86,11 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
     b
 }
 
+/// A batch part and the view it applies to.
+type Part = (View, Vec<u8>);
+
 /// Valid packets to mutate: every frame kind, plus real batch payloads.
-fn corpus(rng: &mut Rng) -> (Vec<Vec<u8>>, Vec<(View, Vec<u8>)>) {
+fn corpus(rng: &mut Rng) -> (Vec<Vec<u8>>, Vec<Part>) {
     let store = rng.bytes(300);
     let mut packets = Vec::new();
     for f in random_frames(rng, &store) {
