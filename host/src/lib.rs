@@ -7,7 +7,9 @@
 //!   (config plus each tick's commands);
 //! - [`jsonl`]: the JSON Lines event stream, byte for byte;
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
-//! - [`decimal`]: exact decimal text ⇄ `I48F16`.
+//! - [`decimal`]: exact decimal text ⇄ `I48F16`;
+//! - [`serve`]: the UDP server loop behind `lockgrid serve`;
+//! - [`bots`]: protocol clients that load a server and check their views.
 //!
 //! ```
 //! use lockgrid_host::{run, scenario::Scenario};
@@ -24,10 +26,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod bots;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
 pub mod replay;
 pub mod run;
 pub mod scenario;
+pub mod serve;
 pub mod store;

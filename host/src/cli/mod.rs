@@ -1,7 +1,9 @@
 //! Command-line parsing and the shared error/exit handling of `lockgrid`.
 
+mod bots;
 mod replay;
 mod run;
+mod serve;
 
 use std::io;
 use std::path::PathBuf;
@@ -20,6 +22,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Commands {
+    /// Serve a world over UDP: fixed-timestep ticks, journal and snapshots in a data folder.
+    Serve(serve::ServeArgs),
+    /// Run protocol clients with random walks against a server and check their views.
+    Bots(bots::BotsArgs),
     /// Run a scenario file and print its JSON Lines event stream.
     Run {
         /// The scenario (JSON: {"config": {...}, "ticks": [{"commands": [...]}, ...]}).
@@ -84,9 +90,23 @@ pub(crate) fn output_error(e: io::Error) -> Option<Failure> {
     }
 }
 
+/// Logs to stderr through `tracing`; `RUST_LOG` filters (default `info`).
+pub(crate) fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second initialisation (never done here) would only be refused.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .try_init();
+}
+
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Commands::Serve(args) => serve::run(args),
+        Commands::Bots(args) => bots::run(args),
         Commands::Run {
             scenario,
             summary,

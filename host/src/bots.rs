@@ -1,0 +1,1 @@
+//! Protocol clients that load a server and check their views.
