@@ -159,6 +159,10 @@ pub struct Client<A> {
     stats: ClientStats,
 }
 
+/// Allowance for the server's acknowledgement delay in the retransmission
+/// timeout (the server's default `max_ack_delay`).
+const PEER_ACK_DELAY: core::time::Duration = core::time::Duration::from_millis(25);
+
 /// Bytes the Ack and Ping frames may take beside the Input frame.
 const CONTROL_FRAMES_MAX: usize = (1 + 10) * 2 + 1;
 
@@ -538,7 +542,7 @@ impl<A: Clone + PartialEq> Client<A> {
         if buf.len() < mtu {
             return Err(BufferTooSmall { needed: mtu });
         }
-        let rto = self.rtt.rto(core::time::Duration::ZERO);
+        let rto = self.rtt.rto(PEER_ACK_DELAY);
         let send = match self.state {
             ClientState::Handshaking => self
                 .last_hello
@@ -633,7 +637,7 @@ impl<A: Clone + PartialEq> Client<A> {
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let rto = self.rtt.rto(core::time::Duration::ZERO);
+        let rto = self.rtt.rto(PEER_ACK_DELAY);
         match self.state {
             ClientState::Handshaking => {
                 let hello = self
@@ -674,7 +678,7 @@ impl<A: Clone + PartialEq> Client<A> {
                 self.finish(self.close_reason);
             }
             _ => {
-                let rto = self.rtt.rto(core::time::Duration::ZERO);
+                let rto = self.rtt.rto(PEER_ACK_DELAY);
                 let mut lost = false;
                 self.sent.on_timeout(now, rto, |_, _| lost = true);
                 if lost && !self.inputs.is_empty() {
