@@ -226,6 +226,16 @@ impl Clock {
 /// Opens (or creates) the data folder and binds the socket, then serves until
 /// `stop` is set or a stop-after limit passes. Returns the final counters.
 pub fn serve(opts: ServeOptions, stop: &AtomicBool) -> Result<ServeSummary, ServeError> {
+    serve_with(opts, stop, |_| {})
+}
+
+/// [`serve`], calling `on_ready` with the bound address once the data folder
+/// is open and the socket listens (useful with port 0).
+pub fn serve_with(
+    opts: ServeOptions,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<ServeSummary, ServeError> {
     if opts.tick_rate == 0 || opts.tick_rate > 1000 {
         return Err(ServeError::Options(
             "--tick-rate must be in 1..=1000".into(),
@@ -301,6 +311,7 @@ pub fn serve(opts: ServeOptions, stop: &AtomicBool) -> Result<ServeSummary, Serv
         events: Vec::new(),
     };
     host.adopt_world();
+    on_ready(local);
     let started = std::time::Instant::now();
     let result = host.run(&socket, interval, stop);
     // Whatever happened, tell the clients and close the journal.

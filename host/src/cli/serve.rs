@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use lockgrid_host::decimal::parse_fix;
 use lockgrid_host::scenario::Scenario;
-use lockgrid_host::serve::{serve, ServeOptions};
+use lockgrid_host::serve::{serve_with, ServeOptions};
 use lockgrid_kernel::Config;
 use serde::Deserialize;
 
@@ -158,8 +158,16 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .map_err(|e| Failure::new(format_args!("cannot install the Ctrl-C handler: {e}")))?;
     let data_dir = opts.data_dir.clone();
-    let summary = serve(opts, &stop)
-        .map_err(|e| Failure::new(format_args!("serve ({}): {e}", data_dir.display())))?;
+    let shown = data_dir.clone();
+    let summary = serve_with(opts, &stop, |addr| {
+        // One line on stdout, so scripts and tests learn the port of `--addr 127.0.0.1:0`.
+        println!(
+            "lockgrid serve: listening on {addr}, data in {}",
+            shown.display()
+        );
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    })
+    .map_err(|e| Failure::new(format_args!("serve ({}): {e}", data_dir.display())))?;
     println!("lockgrid serve: {summary}");
     Ok(())
 }

@@ -1,0 +1,54 @@
+//! End to end: a real `lockgrid serve` process, real `lockgrid bots` over
+//! loopback UDP, then `lockgrid replay --verify` of the data folder.
+
+mod serve_common;
+
+use std::time::Duration;
+
+use serve_common::{bots, interrupt, replay_verify, run_bounded, start_serve, wait_bounded};
+
+#[test]
+fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let mut served = start_serve(
+        &data,
+        "127.0.0.1:0",
+        &["--npcs", "40", "--seed", "7", "--seconds", "120"],
+    );
+
+    let out = run_bounded(
+        &mut bots(&served.addr, &data, 16, "3", 11),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bots failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("16 started, 16 connected, 0 dropped"),
+        "{stdout}"
+    );
+    let mismatches = stdout
+        .lines()
+        .find(|l| l.starts_with("view mismatches"))
+        .unwrap_or_else(|| panic!("no mismatch line:\n{stdout}"));
+    assert!(mismatches.ends_with(" 0"), "{stdout}");
+    assert!(
+        stdout.contains("and 16 final views against the journal"),
+        "{stdout}"
+    );
+
+    // Ctrl-C: the server finishes its tick, closes the journal, says so.
+    interrupt(&served.child);
+    let status = wait_bounded(&mut served.child, Duration::from_secs(20));
+    assert!(status.success(), "serve exited with {status}");
+    let summary = served
+        .stdout
+        .recv_timeout(Duration::from_secs(5))
+        .expect("serve output");
+    assert!(summary.contains("journal closed"), "{summary}");
+    assert!(summary.contains("16 connections"), "{summary}");
+
+    let verified = replay_verify(&data);
+    assert!(verified.contains("all digests match"), "{verified}");
+}
