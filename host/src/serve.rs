@@ -283,8 +283,16 @@ pub fn serve_with(
         conn_id_seed: fresh_seed(),
         ..ServerConfig::default()
     };
-    let server = Server::new(server_config, WorldParams::from(&config))
+    let mut server = Server::new(server_config, WorldParams::from(&config))
         .map_err(|e| ServeError::Options(e.to_string()))?;
+    if world.tick() > 0 {
+        // A recovered world: tell the endpoint where the ticks stand, so the
+        // Welcome announces the right tick. No connection exists yet, so
+        // this sends nothing.
+        server
+            .push_tick(Instant::ZERO, world.tick(), world.digest(), &[])
+            .map_err(|e| ServeError::Options(format!("protocol: {e}")))?;
+    }
     let socket = UdpSocket::bind(opts.addr).map_err(ServeError::Socket)?;
     let local = socket.local_addr().map_err(ServeError::Socket)?;
     info!(addr = %local, tick_rate = opts.tick_rate, tick = world.tick(), npcs = opts.npcs, "serving");
