@@ -814,6 +814,17 @@ impl World {
             let Some(s) = self.index.get(subject) else {
                 return false;
             };
+            // Only a subject the rule could show may be in the view: one
+            // outside the observer's ring would never be revisited.
+            let sub = &self.entities[s as usize];
+            let in_ring = self.grid.cell_distance(e.cell, sub.cell) <= e.ring;
+            let in_reach = match self.config.visibility {
+                Visibility::Grid => true,
+                Visibility::Radius => e.cur.pos.dist2_raw(sub.cur.pos) <= e.stay2,
+            };
+            if !in_ring || !in_reach || sub.layers & e.interest == 0 {
+                return false;
+            }
             self.candidates.push(Candidate {
                 dist2: 0,
                 id: subject,
