@@ -1,0 +1,176 @@
+//! A hostile client against a real `lockgrid serve`: impossible moves,
+//! commands other than moves, a spoofed entity id, oversized and malformed
+//! datagrams and a flood are refused and counted per reason, while bots on
+//! the same server keep getting exactly the kernel's views.
+
+mod serve_common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant as StdInstant};
+
+use lockgrid_host::serve::rules::spawn_point;
+use lockgrid_host::serve::stats::ServeStats;
+use lockgrid_kernel::{Command, Fix, Move, Pos, Spawn};
+use lockgrid_protocol::frame::{Frame, InputEntry, InputFrame};
+use lockgrid_protocol::packet::{Header, Packet};
+use lockgrid_protocol::{Client, ClientConfig, ClientState, Instant};
+use serve_common::{bots, interrupt, replay_verify, run_bounded, start_serve, wait_bounded};
+
+struct Driven {
+    socket: UdpSocket,
+    client: Client<SocketAddr>,
+    epoch: StdInstant,
+}
+
+impl Driven {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// Drives the client until `done` holds or `limit` passes; returns whether `done` held.
+    fn pump(&mut self, limit: Duration, mut done: impl FnMut(&Client<SocketAddr>) -> bool) -> bool {
+        let until = StdInstant::now() + limit;
+        let mut buf = vec![0u8; 65_536];
+        let mut out = vec![0u8; 1200];
+        while StdInstant::now() < until {
+            let now = self.now();
+            while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
+                self.client.handle_datagram(now, from, &buf[..n]);
+            }
+            if self.client.poll_timeout().is_some_and(|t| t <= now) {
+                self.client.handle_timeout(now);
+            }
+            while self.client.poll_event().is_some() {}
+            while let Ok(Some(t)) = self.client.poll_transmit(now, &mut out) {
+                let _ = self.socket.send_to(&out[..t.len], t.destination);
+            }
+            if done(&self.client) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+}
+
+#[test]
+fn hostile_input_is_refused_and_counted_while_bots_are_served() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let mut served = start_serve(
+        &data,
+        "127.0.0.1:0",
+        &["--npcs", "20", "--max-speed", "100", "--seconds", "60"],
+    );
+    let server: SocketAddr = served.addr.parse().expect("address");
+    let mut bots_cmd = bots(&served.addr, &data, 8, "4", 5);
+    bots_cmd.args(["--max-speed", "100"]);
+    let bots_thread =
+        std::thread::spawn(move || run_bounded(&mut bots_cmd, Duration::from_secs(60)));
+
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.set_nonblocking(true).expect("nonblocking");
+    let epoch = StdInstant::now();
+    let client =
+        Client::new(ClientConfig::default(), server, b"mallory", Instant::ZERO).expect("client");
+    let mut m = Driven {
+        socket,
+        client,
+        epoch,
+    };
+    assert!(
+        m.pump(Duration::from_secs(10), |c| c.state()
+            == ClientState::Connected),
+        "the hostile client connects"
+    );
+    let welcome = *m.client.welcome().expect("welcome");
+    let me = welcome.entity;
+    let home = spawn_point(&welcome.world, me);
+    let at = |dx: i32, dy: i32| Pos::new(home.x + Fix::from_num(dx), home.y + Fix::from_num(dy));
+    let mv = |pos: Pos, speed: i32| {
+        Command::Move(Move {
+            id: me,
+            pos,
+            dir: 0,
+            speed: Fix::from_num(speed),
+        })
+    };
+    let inputs = [
+        vec![mv(at(500, 0), 10)],                       // too_fast
+        vec![mv(Pos::from_ints(-10, -10), 10)],         // out_of_bounds
+        vec![mv(at(1, 0), 1000)],                       // bad_speed
+        vec![Command::Spawn(Spawn::npc(me, at(0, 0)))], // not_a_move
+        vec![Command::Despawn { id: me }],              // not_a_move
+        vec![mv(at(2, 0), 10)],                         // accepted
+    ];
+    let mut tick = m.client.applied_tick();
+    for cmds in &inputs {
+        tick += 1;
+        m.client.send_input(tick, cmds).expect("input queued");
+    }
+    assert!(
+        m.pump(Duration::from_secs(10), |c| c.unacked_inputs() == 0),
+        "inputs acknowledged"
+    );
+
+    // A spoofed id: a hand-made Input frame for another entity, on the
+    // hostile client's own connection (the client API would refuse it).
+    let spoof = Packet {
+        header: Header {
+            conn_id: welcome.conn_id,
+            seq: m.client.stats().packets_sent as u32 + 1,
+            ack: 0,
+            ack_bits: 0,
+        },
+        frames: vec![Frame::Input(InputFrame {
+            first_seq: inputs.len() as u64,
+            entries: vec![InputEntry {
+                tick: tick + 1,
+                commands: vec![Command::Move(Move {
+                    id: 1,
+                    pos: Pos::from_ints(10, 10),
+                    dir: 0,
+                    speed: Fix::ZERO,
+                })],
+            }],
+        })],
+    };
+    let mut buf = vec![0u8; 1200];
+    let n = spoof.encode(&mut buf).expect("encodes");
+    m.socket.send_to(&buf[..n], server).expect("send");
+
+    // Oversized, malformed, and a flood, each from its own address.
+    let raw = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    raw.send_to(&[0x4c; 1500], server).expect("send oversized");
+    let raw = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    raw.send_to(&[0xff; 100], server).expect("send malformed");
+    let flood = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    for _ in 0..2500 {
+        let _ = flood.send_to(&[0xee; 40], server);
+    }
+    m.pump(Duration::from_millis(1500), |_| false);
+
+    let out = bots_thread.join().expect("bots thread");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bots failed beside the hostile client:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    interrupt(&served.child);
+    let status = wait_bounded(&mut served.child, Duration::from_secs(20));
+    assert!(status.success(), "serve exited with {status}");
+    let stats = ServeStats::read(&data).expect("stats file");
+    assert!(!stats.running);
+    let count = |k: &str| stats.refused.get(k).copied().unwrap_or(0);
+    assert!(count("too_fast") >= 1, "{stats:?}");
+    assert!(count("out_of_bounds") >= 1, "{stats:?}");
+    assert!(count("bad_speed") >= 1, "{stats:?}");
+    assert!(count("not_a_move") >= 2, "{stats:?}");
+    assert!(count("spoofed_id") >= 1, "{stats:?}");
+    assert!(count("oversized") >= 1, "{stats:?}");
+    assert!(count("malformed") >= 1, "{stats:?}");
+    assert!(count("flood") >= 1, "{stats:?}");
+    replay_verify(&data);
+}
