@@ -237,8 +237,9 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
     };
     let hysteresis = prop_oneof![2 => Just(0u16), 3 => any::<u16>()];
     let throttle = (
-        0u64..=4,
-        prop_oneof![1 => Just(0u16), 3 => any::<u16>()],
+        prop_oneof![12 => 0u64..=4, 1 => Just(u64::MAX), 1 => any::<u64>()],
+        // Fractions of half a cell; 65535 stands for "never by distance".
+        prop_oneof![2 => Just(0u16), 6 => any::<u16>(), 1 => Just(u16::MAX)],
         prop_oneof![1 => Just(0u16), 1 => Just(182u16), 1 => any::<u16>()],
     );
     let capacity = (
@@ -279,8 +280,11 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
                     // Up to two cells; a band wider than the radius is legal.
                     hysteresis: fix_raw(scale(cell * 2, hyst)),
                     update_interval: interval,
-                    // Up to half a cell.
-                    move_epsilon: fix_raw(scale(cell / 2, move_eps)),
+                    move_epsilon: if move_eps == u16::MAX {
+                        Fix::MAX
+                    } else {
+                        fix_raw(scale(cell / 2, move_eps))
+                    },
                     dir_epsilon: dir_eps,
                     max_entities,
                     max_observers,

@@ -2,6 +2,17 @@
 //! scenario generators and the per-tick checks the test files share.
 
 pub mod check;
+pub mod digest;
 pub mod gen;
 pub mod oracle;
 pub mod wild;
+
+/// A proptest config with `cases` cases, unless `PROPTEST_CASES` is set:
+/// CI runs the modest defaults, a long local hunt sets the variable.
+pub fn cases(cases: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    proptest::test_runner::Config::with_cases(cases)
+}

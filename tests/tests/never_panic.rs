@@ -38,7 +38,7 @@ fn drive(config: Config, ticks: &[Vec<Command>]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(lockgrid_tests::cases(256))]
 
     #[test]
     fn arbitrary_commands_in_arbitrary_worlds_never_panic(
