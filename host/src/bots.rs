@@ -124,6 +124,9 @@ pub struct BotsReport {
     pub dropped: Vec<(usize, DisconnectReason)>,
     /// Seconds the walk lasted.
     pub walk_secs: f64,
+    /// Seconds the whole run lasted (connect, walk, settle, close): the
+    /// denominator of the rates.
+    pub run_secs: f64,
     /// Datagrams and bytes sent and received, summed over clients.
     pub packets_out: u64,
     /// Datagrams received.
@@ -163,7 +166,7 @@ impl BotsReport {
 
 impl fmt::Display for BotsReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.walk_secs.max(1e-9);
+        let secs = self.run_secs.max(1e-9);
         let per = |x: u64| x as f64 / secs / self.connected.max(1) as f64;
         writeln!(
             f,
@@ -176,7 +179,11 @@ impl fmt::Display for BotsReport {
                 self.dropped.len()
             )
         )?;
-        writeln!(f, "{:<22} {:.1} s", "walk", self.walk_secs)?;
+        writeln!(
+            f,
+            "{:<22} {:.1} s walking, {:.1} s in all (rates below are over the whole run)",
+            "time", self.walk_secs, self.run_secs
+        )?;
         match &self.server {
             Some(s) => writeln!(
                 f,
@@ -571,6 +578,7 @@ pub fn run_bots(
         }
     }
 
+    report.run_secs = (clock() - Instant::ZERO).as_secs_f64();
     for (i, b) in bots.iter().enumerate() {
         let s = b.client.stats();
         if b.client.entity().is_some() {
