@@ -35,7 +35,7 @@ const CROWDED: Shape = Shape {
 };
 
 proptest! {
-    #![proptest_config(lockgrid_tests::cases(192))]
+    #![proptest_config(lockgrid_tests::cases(384))]
 
     #[test]
     fn grid_mode_matches_oracle(s in gen::scenario(GRID)) {
@@ -49,7 +49,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(lockgrid_tests::cases(64))]
+    #![proptest_config(lockgrid_tests::cases(256))]
 
     #[test]
     fn long_runs_with_few_ids_match_oracle(s in gen::scenario(LONG)) {
@@ -63,7 +63,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(lockgrid_tests::cases(128))]
+    #![proptest_config(lockgrid_tests::cases(256))]
 
     /// Worlds at the limits (±2^45 extents, one-raw-unit cells, maximal
     /// radius and hysteresis) with arbitrary commands: squared distances

@@ -27,7 +27,7 @@ fn split(events: &[Event]) -> (Vec<Event>, Vec<Event>) {
 }
 
 proptest! {
-    #![proptest_config(lockgrid_tests::cases(192))]
+    #![proptest_config(lockgrid_tests::cases(384))]
 
     #[test]
     fn shuffling_commands_of_different_entities_changes_nothing(

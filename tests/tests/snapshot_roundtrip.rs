@@ -42,7 +42,7 @@ fn run(s: &Scenario) -> Result<Vec<Tick>, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(lockgrid_tests::cases(128))]
+    #![proptest_config(lockgrid_tests::cases(256))]
 
     #[test]
     fn a_second_run_is_identical(s in gen::scenario(Shape::DEFAULT)) {
