@@ -43,6 +43,13 @@ pub const IDS: [EntityId; 16] = [
     12,
 ];
 
+/// The id of a slot: [`IDS`] first, then `1000 + slot`.
+pub fn id_of(slot: u8) -> EntityId {
+    IDS.get(usize::from(slot))
+        .copied()
+        .unwrap_or(1000 + u64::from(slot))
+}
+
 /// How big and how constrained a generated scenario is.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
@@ -50,8 +57,10 @@ pub struct Shape {
     pub ticks: usize,
     /// Most commands in one tick.
     pub commands: usize,
-    /// How many distinct ids (at most [`IDS`]`.len()`).
+    /// How many distinct ids (at most 255).
     pub ids: usize,
+    /// Most cells along each axis.
+    pub cells: u32,
     /// Capacities large enough never to reject (for order-independence tests).
     pub roomy: bool,
     /// Only this visibility mode, or both.
@@ -64,6 +73,7 @@ impl Shape {
         ticks: 24,
         commands: 8,
         ids: 10,
+        cells: 8,
         roomy: false,
         mode: None,
     };
@@ -250,7 +260,7 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
     (
         (origin.clone(), origin),
         cell,
-        (1u32..=8, 1u32..=8),
+        (1..=shape.cells.max(1), 1..=shape.cells.max(1)),
         mode,
         hysteresis,
         throttle,
@@ -267,7 +277,7 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
                 (cap, o, v),
             )| {
                 let (max_entities, max_observers) = if shape.roomy {
-                    (64, 64)
+                    (256, 256)
                 } else {
                     (cap, o % (cap + 1))
                 };
@@ -306,7 +316,7 @@ fn scale(len: i64, frac: u16) -> i64 {
 
 /// Random scenarios of the given shape.
 pub fn scenario(shape: Shape) -> impl Strategy<Value = Scenario> {
-    let ids = shape.ids.clamp(1, IDS.len());
+    let ids = shape.ids.clamp(1, 255);
     let ticks = proptest::collection::vec(
         proptest::collection::vec(op(ids), 0..=shape.commands),
         1..=shape.ticks,
@@ -398,7 +408,7 @@ fn materialise(config: Config, ids: u8, ticks: &[Vec<Op>]) -> Scenario {
                         Radius::TooBig => fix_raw(MAX_RADIUS.to_bits() + 1),
                     };
                     let spawn = Spawn {
-                        id: IDS[slot as usize],
+                        id: id_of(slot),
                         pos,
                         dir,
                         speed: speed(s),
@@ -457,7 +467,7 @@ fn materialise(config: Config, ids: u8, ticks: &[Vec<Op>]) -> Scenario {
                         last.insert(slot, Last { pos, dir });
                     }
                     commands.push(Command::Move(Move {
-                        id: IDS[slot as usize],
+                        id: id_of(slot),
                         pos,
                         dir,
                         speed: speed(s),
@@ -466,9 +476,7 @@ fn materialise(config: Config, ids: u8, ticks: &[Vec<Op>]) -> Scenario {
                 Op::Despawn { slot } => {
                     let slot = pick(slot, &alive, true);
                     alive.remove(&slot);
-                    commands.push(Command::Despawn {
-                        id: IDS[slot as usize],
-                    });
+                    commands.push(Command::Despawn { id: id_of(slot) });
                 }
             }
         }

@@ -62,6 +62,26 @@ proptest! {
     }
 }
 
+/// Bigger worlds (up to 40 × 40 cells, radii up to 4 cells) with up to 64
+/// ids, so rings, crowds and culling happen at more than toy scale.
+const MEDIUM: Shape = Shape {
+    ticks: 20,
+    commands: 48,
+    ids: 64,
+    cells: 40,
+    roomy: true,
+    mode: None,
+};
+
+proptest! {
+    #![proptest_config(lockgrid_tests::cases(64))]
+
+    #[test]
+    fn medium_worlds_match_oracle(s in gen::scenario(MEDIUM)) {
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+}
+
 proptest! {
     #![proptest_config(lockgrid_tests::cases(256))]
 

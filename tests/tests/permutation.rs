@@ -15,7 +15,7 @@ const ROOMY: Shape = Shape {
     commands: 16,
     ids: 12,
     roomy: true,
-    mode: None,
+    ..Shape::DEFAULT
 };
 
 fn split(events: &[Event]) -> (Vec<Event>, Vec<Event>) {

@@ -13,8 +13,7 @@ const SMALL: Shape = Shape {
     ticks: 8,
     commands: 8,
     ids: 8,
-    roomy: false,
-    mode: None,
+    ..Shape::DEFAULT
 };
 
 /// A world built by a random scenario, and its snapshot.
