@@ -52,3 +52,37 @@ fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
     let verified = replay_verify(&data);
     assert!(verified.contains("all digests match"), "{verified}");
 }
+
+/// The check is not vacuous: bots of one server verified against another
+/// server's journal report mismatches and fail.
+#[test]
+fn bots_checked_against_another_journal_fail() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let mut a = start_serve(
+        &data_a,
+        "127.0.0.1:0",
+        &["--npcs", "30", "--seed", "1", "--seconds", "60"],
+    );
+    let mut b = start_serve(
+        &data_b,
+        "127.0.0.1:0",
+        &["--npcs", "30", "--seed", "2", "--seconds", "60"],
+    );
+    let out = run_bounded(
+        &mut bots(&a.addr, &data_b, 4, "1", 3),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("view mismatches"))
+        .unwrap_or_else(|| panic!("no mismatch line:\n{stdout}"));
+    assert!(!line.ends_with(" 0"), "{stdout}");
+    for s in [&mut a, &mut b] {
+        interrupt(&s.child);
+        let status = wait_bounded(&mut s.child, Duration::from_secs(20));
+        assert!(status.success());
+    }
+}
