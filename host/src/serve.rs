@@ -45,6 +45,9 @@ use crate::store::{journal_path, recover, Recorder, StoreError, StoreOptions};
 use rules::{Refusal, CLIENT_ID_BASE};
 use stats::{ServeStats, TickTimes};
 
+/// The lock file a running server holds in its data folder.
+pub const LOCK_FILE: &str = "serve.lock";
+
 /// Everything `lockgrid serve` can be told.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -255,6 +258,17 @@ pub fn serve_with(
         snapshot_every: opts.snapshot_every,
         ..StoreOptions::default()
     };
+    // One server per data folder: an exclusive lock, which the system
+    // releases when the process ends however it ends (no stale lock after kill -9).
+    std::fs::create_dir_all(&opts.data_dir).map_err(|e| ServeError::Store(e.into()))?;
+    let lock = std::fs::File::create(opts.data_dir.join(LOCK_FILE))
+        .map_err(|e| ServeError::Store(e.into()))?;
+    if let Err(e) = lock.try_lock() {
+        return Err(ServeError::Options(format!(
+            "{} is in use by another server ({e})",
+            opts.data_dir.display()
+        )));
+    }
     let (world, recorder) = if journal_path(&opts.data_dir).exists() {
         let (world, recorder, report) = recover(&opts.data_dir, store)?;
         info!(data_dir = %opts.data_dir.display(), "recovered: {report}");
@@ -332,6 +346,7 @@ pub fn serve_with(
     }
     let stats = host.stats.clone();
     let closed = host.recorder.close();
+    drop(lock);
     result?;
     closed?;
     Ok(ServeSummary { stats, elapsed })

@@ -87,3 +87,30 @@ fn bad_options_fail_with_a_message() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_second_server_on_the_same_data_folder_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let mut first = serve_common::start_serve(&data, "127.0.0.1:0", &["--seconds", "30"]);
+    let out = run_bounded(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--ticks",
+                "1",
+                "--data-dir",
+            ])
+            .arg(&data)
+            .env("RUST_LOG", "warn"),
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("in use by another server"), "{stderr}");
+    serve_common::interrupt(&first.child);
+    let status = serve_common::wait_bounded(&mut first.child, Duration::from_secs(20));
+    assert!(status.success());
+}
