@@ -217,6 +217,18 @@ impl fmt::Display for ServeSummary {
     }
 }
 
+/// The part of a wait spent polling instead of blocking in the socket.
+const SLACK: Duration = Duration::from_millis(5);
+
+/// Switches the socket's mode when it differs from `current`.
+fn set_nonblocking(socket: &UdpSocket, current: &mut bool, want: bool) -> Result<(), ServeError> {
+    if *current != want {
+        socket.set_nonblocking(want).map_err(ServeError::Socket)?;
+        *current = want;
+    }
+    Ok(())
+}
+
 /// The monotonic clock mapped onto protocol instants.
 struct Clock(std::time::Instant);
 
@@ -418,6 +430,7 @@ impl Host {
         let mut last_overrun_log = start;
         let mut overruns_unlogged = 0u64;
         let mtu = self.server.config().mtu;
+        let mut nonblocking = false;
         loop {
             if stop.load(Ordering::Relaxed) {
                 info!("interrupted: stopping after tick {}", self.world.tick());
@@ -438,15 +451,23 @@ impl Host {
             if let Some(t) = self.server.poll_timeout() {
                 wake = wake.min(t);
             }
-            let wait = (wake - now).clamp(Duration::from_micros(1), Duration::from_millis(50));
-            socket
-                .set_read_timeout(Some(wait))
-                .map_err(ServeError::Socket)?;
+            // A socket timeout has the kernel's timer granularity (a few
+            // milliseconds), so block only for the part of the wait above
+            // that and poll with short sleeps for the rest: ticks start on time.
+            let wait = (wake - now).min(Duration::from_millis(50));
+            let block = wait.checked_sub(SLACK).filter(|d| !d.is_zero());
+            match block {
+                Some(d) => {
+                    set_nonblocking(socket, &mut nonblocking, false)?;
+                    socket
+                        .set_read_timeout(Some(d))
+                        .map_err(ServeError::Socket)?;
+                }
+                None => set_nonblocking(socket, &mut nonblocking, true)?,
+            }
             for i in 0..1024 {
                 if i == 1 {
-                    socket
-                        .set_read_timeout(Some(Duration::from_micros(1)))
-                        .map_err(ServeError::Socket)?;
+                    set_nonblocking(socket, &mut nonblocking, true)?;
                 }
                 match socket.recv_from(&mut buf) {
                     Ok((n, from)) => {
@@ -469,7 +490,10 @@ impl Host {
                                 | io::ErrorKind::Interrupted
                         ) =>
                     {
-                        break
+                        if i == 0 && block.is_none() && !wait.is_zero() {
+                            std::thread::sleep(wait.min(Duration::from_micros(200)));
+                        }
+                        break;
                     }
                     // ICMP port unreachable from a vanished client shows up
                     // here on some systems: not the server's problem.
