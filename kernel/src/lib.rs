@@ -122,6 +122,6 @@ pub use config::{
 };
 pub use event::{CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
 pub use fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
-pub use snapshot::{EntitySnapshot, RestoreError, Snapshot};
+pub use snapshot::{EntitySnapshot, RestoreError, Snapshot, MAX_TICK};
 pub use throttle::{Motion, Sent};
 pub use world::{EntityState, TickReport, World};

@@ -13,6 +13,10 @@ use crate::config::{Config, ConfigError};
 use crate::throttle::Sent;
 use crate::world::{EntityState, World};
 
+/// The largest tick a snapshot may record: 2^62, far beyond any real run
+/// (billions of years at 20 Hz), so stepping a restored world never overflows.
+pub const MAX_TICK: u64 = 1 << 62;
+
 /// The complete state of a [`World`] between two ticks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -47,6 +51,8 @@ pub enum RestoreError {
     Unordered(EntityId),
     /// An entity could not be spawned: out of bounds, invalid or over capacity.
     Entity(EntityId),
+    /// The snapshot's tick is beyond [`MAX_TICK`].
+    Tick(u64),
     /// A sent record lies after the snapshot's tick.
     SentInFuture(EntityId),
     /// A view is unsorted, too large, names itself or an unknown entity, or
@@ -65,6 +71,10 @@ impl core::fmt::Display for RestoreError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             RestoreError::Config(e) => write!(f, "invalid config: {e}"),
+            RestoreError::Tick(tick) => write!(
+                f,
+                "tick {tick} is beyond the largest restorable tick {MAX_TICK}"
+            ),
             RestoreError::Unordered(id) => write!(f, "entity {id} is out of order"),
             RestoreError::Entity(id) => write!(f, "entity {id} cannot exist in this world"),
             RestoreError::SentInFuture(id) => {
@@ -104,6 +114,9 @@ impl World {
     /// Rebuilds a world from a snapshot, so that stepping it gives the same
     /// events and digests as the world it was taken from.
     pub fn restore(snapshot: &Snapshot) -> Result<World, RestoreError> {
+        if snapshot.tick > MAX_TICK {
+            return Err(RestoreError::Tick(snapshot.tick));
+        }
         let mut world = World::new(snapshot.config).map_err(RestoreError::Config)?;
         let mut last = None;
         for e in &snapshot.entities {

@@ -160,7 +160,7 @@ struct CandidateFilter<'a> {
     observer: &'a Entity,
     observer_slot: u32,
     radius_mode: bool,
-    was_visible: &'a [u64],
+    marks: &'a [SlotMarks],
     stamp: u64,
 }
 
@@ -175,7 +175,7 @@ impl CandidateFilter<'_> {
         // In grid mode the ring of one cell is exactly the nine-grid.
         if self.radius_mode
             && dist2 > o.enter2
-            && (dist2 > o.stay2 || self.was_visible[slot as usize] != self.stamp)
+            && (dist2 > o.stay2 || self.marks[slot as usize].was != self.stamp)
         {
             return;
         }
@@ -187,10 +187,30 @@ impl CandidateFilter<'_> {
 /// the current tick (or the current view rebuild), so sets clear in O(1).
 struct Stamps {
     touched: Vec<u64>,
-    due: Vec<u64>,
     affected: Vec<u64>,
-    was_visible: Vec<u64>,
-    now_visible: Vec<u64>,
+}
+
+/// What a view rebuild asks of each subject slot, in one 32-byte record so
+/// each check costs one cache access.
+#[derive(Clone, Copy, Debug)]
+struct SlotMarks {
+    /// Spawn tick of the slot's entity, `u64::MAX` when vacant.
+    born: u64,
+    /// Rebuild stamp: in the rebuilding observer's old view (same incarnation).
+    was: u64,
+    /// Rebuild stamp: in its new view.
+    now: u64,
+    /// Tick at which the subject's update was last due.
+    due: u64,
+}
+
+impl SlotMarks {
+    const VACANT: SlotMarks = SlotMarks {
+        born: u64::MAX,
+        was: 0,
+        now: 0,
+        due: 0,
+    };
 }
 
 /// A deterministic lockstep AOI world. See the [crate docs](crate) for the contract.
@@ -207,9 +227,6 @@ pub struct World {
     count: u32,
     /// Live observers.
     observers: u32,
-    /// Spawn tick per slot, `u64::MAX` when vacant: a compact copy of
-    /// `Entity::spawn_tick` for the incarnation checks of view rebuilds.
-    born: Vec<u64>,
     index: IdIndex,
     grid: Grid,
     views: Views,
@@ -229,7 +246,10 @@ pub struct World {
     packed: PackedCells,
     use_packed: bool,
     entered: Vec<(EntityId, u32)>,
+    /// Per old-view entry of the observer being rebuilt: still visible?
+    kept: Vec<bool>,
     stamps: Stamps,
+    marks: Vec<SlotMarks>,
     rebuilds: u64,
 }
 
@@ -251,7 +271,6 @@ impl World {
             free_slots: (0..config.max_entities).rev().collect(),
             count: 0,
             observers: 0,
-            born: vec![u64::MAX; n],
             index: IdIndex::with_capacity(config.max_entities),
             grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
             views: Views::new(config.max_observers, config.max_view),
@@ -268,13 +287,12 @@ impl World {
             ),
             use_packed: false,
             entered: Vec::with_capacity(n),
+            kept: Vec::with_capacity(config.max_view as usize),
             stamps: Stamps {
                 touched: vec![0; n],
-                due: vec![0; n],
                 affected: vec![0; n],
-                was_visible: vec![0; n],
-                now_visible: vec![0; n],
             },
+            marks: vec![SlotMarks::VACANT; n],
             rebuilds: 0,
         };
         world.digest = world.compute_digest();
@@ -479,7 +497,7 @@ impl World {
             spawn_tick: t,
             hash: 0,
         };
-        self.born[slot as usize] = t;
+        self.marks[slot as usize].born = t;
         self.index.insert(s.id, slot);
         self.grid
             .insert(cell, slot, s.observer, s.pos, s.id, s.layers);
@@ -561,7 +579,7 @@ impl World {
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
         self.entities[slot as usize] = Entity::VACANT;
-        self.born[slot as usize] = u64::MAX;
+        self.marks[slot as usize].born = u64::MAX;
         self.free_slots.push(slot);
         self.count -= 1;
         Ok(())
@@ -589,7 +607,7 @@ impl World {
                 motion: e.cur,
                 tick: t,
             });
-            self.stamps.due[slot as usize] = t;
+            self.marks[slot as usize].due = t;
         }
         let (cell, prev_pos, observer) = (e.cell, e.prev.pos, e.is_observer());
         if mark && (changed || due) {
@@ -639,8 +657,9 @@ impl World {
 
         // "Was visible": old entries still naming the same incarnation.
         for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
-            if self.born[s as usize] < t && self.grid.member_id(s) == id {
-                self.stamps.was_visible[s as usize] = stamp;
+            let m = &mut self.marks[s as usize];
+            if m.born < t && self.grid.member_id(s) == id {
+                m.was = stamp;
             }
         }
 
@@ -649,7 +668,7 @@ impl World {
             observer: &o,
             observer_slot: slot,
             radius_mode: self.config.visibility == Visibility::Radius,
-            was_visible: &self.stamps.was_visible,
+            marks: &self.marks,
             stamp,
         };
         let ring = self.grid.ring(o.cell, o.ring);
@@ -685,8 +704,9 @@ impl World {
         }
         self.entered.clear();
         for c in &self.candidates {
-            self.stamps.now_visible[c.slot as usize] = stamp;
-            if self.stamps.was_visible[c.slot as usize] != stamp {
+            let m = &mut self.marks[c.slot as usize];
+            m.now = stamp;
+            if m.was != stamp {
                 self.entered.push((c.id, c.slot));
             }
         }
@@ -694,13 +714,13 @@ impl World {
 
         // Kept: visible before (same incarnation) and after. The old view is
         // sorted by id and `entered` was just sorted, so no full sort is needed.
-        let stamps = &self.stamps;
-        let kept = |s: u32| {
-            stamps.was_visible[s as usize] == stamp && stamps.now_visible[s as usize] == stamp
-        };
         let mut events = 0;
+        self.kept.clear();
         for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
-            if !kept(s) {
+            let m = &self.marks[s as usize];
+            let kept = m.was == stamp && m.now == stamp;
+            self.kept.push(kept);
+            if !kept {
                 sink.event(Event::Leave {
                     observer: o.id,
                     subject: id,
@@ -722,8 +742,9 @@ impl World {
             self.sums.add_pair(o.id, id);
             events += 1;
         }
-        for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
-            if kept(s) && stamps.due[s as usize] == t {
+        let old = self.views.ids(view).iter().zip(self.views.slots(view));
+        for ((&id, &s), &kept) in old.zip(&self.kept) {
+            if kept && self.marks[s as usize].due == t {
                 let e = &self.entities[s as usize];
                 sink.event(Event::Update {
                     observer: o.id,
@@ -735,7 +756,12 @@ impl World {
                 events += 1;
             }
         }
-        self.views.rewrite(view, |_, s| kept(s), &self.entered);
+        let mut kept = self.kept.iter();
+        self.views.rewrite(
+            view,
+            |_, _| kept.next().copied().unwrap_or(false),
+            &self.entered,
+        );
         events
     }
 
