@@ -116,17 +116,17 @@ fn plan(n: u32, quick: bool) -> Plan {
         (false, n) if n <= 1_000 => Plan {
             verify: 6,
             warm: 5,
-            timed: 200,
+            timed: 100,
         },
         (false, n) if n <= 10_000 => Plan {
-            verify: 6,
-            warm: 5,
-            timed: 60,
+            verify: 4,
+            warm: 3,
+            timed: 30,
         },
         (false, _) => Plan {
-            verify: 3,
-            warm: 2,
-            timed: 10,
+            verify: 2,
+            warm: 1,
+            timed: 5,
         },
     }
 }
