@@ -17,7 +17,9 @@
 //! entity at the bot's last applied tick, its states against the states the
 //! kernel's own events for the entity imply (under the update throttle a
 //! moving subject's current state may be ahead of its last sent one, so the
-//! current state is not the reference). Each bot also rebuilds its view
+//! current state is not the reference). Every move a bot saw acknowledged
+//! must be in the journal, in order, for its entity: the server
+//! acknowledges only inputs of durable ticks, even across a crash. Each bot also rebuilds its view
 //! from the events it received and checks it equals the protocol's
 //! [`View`](lockgrid_protocol::View). Any difference is one mismatch. This
 //! needs read access to the server's data folder; the bots never talk to
@@ -30,7 +32,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lockgrid_kernel::{EntityId, Event, Fix, Move, Pos, World};
+use lockgrid_kernel::{Command, EntityId, Event, Fix, Move, Pos, World};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, Seen, WorldParams,
     MAX_MTU,
@@ -148,6 +150,8 @@ pub struct BotsReport {
     pub ticks_checked: u64,
     /// Final views compared with the journal's kernel.
     pub views_checked: u64,
+    /// Acknowledged moves looked up (and found) in the journal.
+    pub inputs_checked: u64,
     /// Whether the journal check ran.
     pub verified: bool,
     /// Differences found.
@@ -244,8 +248,8 @@ impl fmt::Display for BotsReport {
         if self.verified {
             writeln!(
                 f,
-                "{:<22} {} client ticks (digest and events) and {} final views against the journal",
-                "checked", self.ticks_checked, self.views_checked
+                "{:<22} {} client ticks (digest and events), {} final views and {} acknowledged moves against the journal",
+                "checked", self.ticks_checked, self.views_checked, self.inputs_checked
             )?;
             write!(f, "{:<22} {}", "view mismatches", self.mismatches)?;
         } else {
@@ -323,6 +327,12 @@ struct Bot {
     bytes_in: u64,
     events: u64,
     moves: u64,
+    /// Every move queued, in order.
+    sent: Vec<Move>,
+    /// How many of `sent` the server acknowledged (a prefix).
+    acked: usize,
+    /// The first tick of its entity (the tick after the Welcome's).
+    joined: Option<u64>,
     last_input: u64,
     ended: Option<DisconnectReason>,
     closing: bool,
@@ -383,6 +393,7 @@ impl Bot {
         {
             self.pos = m.pos;
             self.moves += 1;
+            self.sent.push(m);
             self.last_input = tick;
         }
         self.next_move = now + self.interval;
@@ -438,6 +449,9 @@ pub fn run_bots(
             bytes_in: 0,
             events: 0,
             moves: 0,
+            sent: Vec::new(),
+            acked: 0,
+            joined: None,
             last_input: 0,
             ended: None,
             closing: false,
@@ -465,6 +479,14 @@ pub fn run_bots(
                         b.packets_in += 1;
                         b.bytes_in += n as u64;
                         b.client.handle_datagram(now, from, &buf[..n]);
+                        if matches!(
+                            b.client.state(),
+                            ClientState::Connected | ClientState::Closing
+                        ) {
+                            b.acked = b
+                                .acked
+                                .max(b.sent.len().saturating_sub(b.client.unacked_inputs()));
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e)
@@ -480,10 +502,21 @@ pub fn run_bots(
             if b.client.poll_timeout().is_some_and(|t| t <= now) {
                 b.client.handle_timeout(now);
             }
+            // Inputs leave the queue front first when acknowledged; a closed
+            // client drops its queue, so count only while it is open.
+            if matches!(
+                b.client.state(),
+                ClientState::Connected | ClientState::Closing
+            ) {
+                b.acked = b
+                    .acked
+                    .max(b.sent.len().saturating_sub(b.client.unacked_inputs()));
+            }
             while let Some(ev) = b.client.poll_event() {
                 match ev {
                     ClientEvent::Connected(w) => {
                         b.params = Some(w.world);
+                        b.joined = Some(w.tick + 1);
                         b.pos = spawn_point(&w.world, w.entity);
                         b.interval = Duration::from_micros(w.tick_interval_us.max(1));
                         // 80 % of the distance allowed per tick.
@@ -674,13 +707,32 @@ fn verify(dir: &Path, bots: &[Bot], report: &mut BotsReport) -> Result<(), BotsE
         .collect();
     let mut events = Vec::new();
     let mut mine = Vec::new();
-    while world.tick() < last {
+    // Per bot: the moves of its entity the journal holds, from its first
+    // tick until the journal despawns it.
+    let mut journaled: Vec<Vec<Move>> = vec![Vec::new(); bots.len()];
+    let mut alive: Vec<bool> = vec![true; bots.len()];
+    loop {
         let record = match reader.next_record() {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => return Err(BotsError::Verify(e.to_string())),
         };
-        if record.tick <= world.tick() {
+        for (i, b) in bots.iter().enumerate() {
+            let (Some(me), Some(joined)) = (b.client.entity(), b.joined) else {
+                continue;
+            };
+            if record.tick < joined || !alive[i] {
+                continue;
+            }
+            for c in &record.commands {
+                match c {
+                    Command::Move(m) if m.id == me => journaled[i].push(*m),
+                    Command::Despawn { id } if *id == me => alive[i] = false,
+                    _ => {}
+                }
+            }
+        }
+        if record.tick <= world.tick() || world.tick() >= last {
             continue;
         }
         events.clear();
@@ -745,6 +797,23 @@ fn verify(dir: &Path, bots: &[Bot], report: &mut BotsReport) -> Result<(), BotsE
                     }
                 }
             }
+        }
+    }
+    // Every acknowledged move is in the journal, in order.
+    for (i, b) in bots.iter().enumerate() {
+        let acked = &b.sent[..b.acked.min(b.sent.len())];
+        let mut k = 0;
+        for m in &journaled[i] {
+            if k < acked.len() && *m == acked[k] {
+                k += 1;
+            }
+        }
+        report.inputs_checked += k as u64;
+        if k < acked.len() {
+            report.note(format!(
+                "bot {i}: {} acknowledged moves, only the first {k} are in the journal",
+                acked.len()
+            ));
         }
     }
     // Ticks a bot applied that the journal does not hold.

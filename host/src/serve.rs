@@ -11,6 +11,12 @@
 //!    tick is durable before anything about it leaves the process;
 //! 4. hand the events to the protocol [`Server`] and send what it queues.
 //!
+//! Nothing is sent between ticks: acknowledgements, Welcomes and
+//! retransmissions wait for the next tick's send (at most one tick
+//! interval). So when a client sees its input acknowledged, the tick that
+//! applied it (or refused it) is already in the journal: a crash loses no
+//! acknowledged input.
+//!
 //! Between ticks the loop feeds datagrams to the protocol endpoint and acts
 //! on its events. Client input is checked before it reaches the journal:
 //! only moves of the client's own entity, inside the world, at most the max
@@ -543,8 +549,8 @@ impl Host {
                     }
                 }
             }
-            // 5. Datagrams out.
-            self.flush(socket, &mut out, clock.now())?;
+            // 5. Datagrams go out only right after a tick (above): every
+            //    acknowledgement then covers inputs of durable ticks only.
             if clock.now() >= next_stats {
                 next_stats = next_stats + Duration::from_secs(1);
                 self.fill_stats();

@@ -7,6 +7,18 @@ use std::time::Duration;
 
 use serve_common::{bots, interrupt, replay_verify, run_bounded, start_serve, wait_bounded};
 
+/// The number just before `suffix` in `text`.
+fn number_before(text: &str, suffix: &str) -> u64 {
+    let at = text
+        .find(suffix)
+        .unwrap_or_else(|| panic!("no {suffix:?} in:\n{text}"));
+    text[..at]
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {suffix:?} in:\n{text}"))
+}
+
 #[test]
 fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -33,10 +45,11 @@ fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
         .find(|l| l.starts_with("view mismatches"))
         .unwrap_or_else(|| panic!("no mismatch line:\n{stdout}"));
     assert!(mismatches.ends_with(" 0"), "{stdout}");
-    assert!(
-        stdout.contains("and 16 final views against the journal"),
-        "{stdout}"
-    );
+    assert!(stdout.contains(", 16 final views and "), "{stdout}");
+    // Every move the bots sent was acknowledged and found in the journal.
+    let sent = number_before(&stdout, " moves sent");
+    let found = number_before(&stdout, " acknowledged moves against the journal");
+    assert!(sent > 0 && found == sent, "{stdout}");
 
     // Ctrl-C: the server finishes its tick, closes the journal, says so.
     interrupt(&served.child);

@@ -58,6 +58,15 @@ fn killed_server_recovers_and_loses_no_acknowledged_tick() {
                 .and_then(|n| n.parse::<u64>().ok())
                 .unwrap_or(0);
             assert!(checked > 0, "round {round}: nothing checked:\n{stdout}");
+            // And the moves the server had acknowledged were all journaled
+            // (a missing one would be a mismatch above); some were.
+            let acked = stdout
+                .split(" acknowledged moves against the journal")
+                .next()
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            assert!(acked > 0, "round {round}: no acknowledged move:\n{stdout}");
         }
         // The folder replays after every crash.
         replay_verify(&data);

@@ -17,6 +17,16 @@ pub struct Served {
     pub stdout: mpsc::Receiver<String>,
 }
 
+impl Drop for Served {
+    /// A test that fails midway must not leave its server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Starts `lockgrid serve` on a free loopback port; waits (bounded) for its
 /// "listening on" line.
 pub fn start_serve(data: &Path, addr: &str, extra: &[&str]) -> Served {
