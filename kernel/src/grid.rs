@@ -264,6 +264,11 @@ impl Grid {
         self.all.members[slot as usize].id
     }
 
+    /// The layers of the entity at `slot`.
+    pub(crate) fn member_layers(&self, slot: u32) -> u32 {
+        self.all.members[slot as usize].layers
+    }
+
     /// Every `(slot, member)` in `cell`.
     pub(crate) fn members(&self, cell: u32) -> MemberIter<'_> {
         MemberIter {

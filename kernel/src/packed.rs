@@ -14,10 +14,10 @@ use crate::fixed_point::Pos;
 pub(crate) struct PackedCells {
     /// `start[c]..start[c + 1]` indexes cell `c`'s entities.
     start: Vec<u32>,
-    pub(crate) pos: Vec<Pos>,
-    pub(crate) ids: Vec<u64>,
-    pub(crate) layers: Vec<u32>,
-    pub(crate) slots: Vec<u32>,
+    pos: Vec<Pos>,
+    ids: Vec<u64>,
+    layers: Vec<u32>,
+    slots: Vec<u32>,
 }
 
 impl PackedCells {
@@ -60,8 +60,20 @@ impl PackedCells {
         self.start[0] = 0;
     }
 
-    /// The packed index range of cells `first..=last` (one row of a ring).
-    pub(crate) fn run(&self, first: u32, last: u32) -> core::ops::Range<usize> {
-        self.start[first as usize] as usize..self.start[last as usize + 1] as usize
+    /// `(slot, pos, id, layers)` of every entity in cells `first..=last`
+    /// (one row of a ring), as one contiguous run.
+    pub(crate) fn run(
+        &self,
+        first: u32,
+        last: u32,
+    ) -> impl Iterator<Item = (u32, Pos, u64, u32)> + '_ {
+        let run = self.start[first as usize] as usize..self.start[last as usize + 1] as usize;
+        // Zipped slices: no per-element bounds checks in the hot loop.
+        self.slots[run.clone()]
+            .iter()
+            .zip(&self.pos[run.clone()])
+            .zip(&self.ids[run.clone()])
+            .zip(&self.layers[run])
+            .map(|(((&s, &p), &id), &l)| (s, p, id, l))
     }
 }

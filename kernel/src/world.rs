@@ -149,7 +149,6 @@ impl Entity {
 /// A candidate subject while an observer's view is rebuilt.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
-    dist2: u128,
     id: EntityId,
     slot: u32,
 }
@@ -171,15 +170,15 @@ impl CandidateFilter<'_> {
         if layers & o.interest == 0 || slot == self.observer_slot {
             return;
         }
-        let dist2 = o.cur.pos.dist2_raw(pos);
         // In grid mode the ring of one cell is exactly the nine-grid.
-        if self.radius_mode
-            && dist2 > o.enter2
-            && (dist2 > o.stay2 || self.marks[slot as usize].was != self.stamp)
-        {
-            return;
+        if self.radius_mode {
+            let dist2 = o.cur.pos.dist2_raw(pos);
+            if dist2 > o.enter2 && (dist2 > o.stay2 || self.marks[slot as usize].was != self.stamp)
+            {
+                return;
+            }
         }
-        out.push(Candidate { dist2, id, slot });
+        out.push(Candidate { id, slot });
     }
 }
 
@@ -250,6 +249,9 @@ pub struct World {
     kept: Vec<bool>,
     stamps: Stamps,
     marks: Vec<SlotMarks>,
+    /// Each slot's current motion, a compact copy of `Entity::cur` for the
+    /// Enter and Update events of view rebuilds.
+    motions: Vec<Motion>,
     rebuilds: u64,
 }
 
@@ -293,6 +295,7 @@ impl World {
                 affected: vec![0; n],
             },
             marks: vec![SlotMarks::VACANT; n],
+            motions: vec![Motion::default(); n],
             rebuilds: 0,
         };
         world.digest = world.compute_digest();
@@ -498,6 +501,7 @@ impl World {
             hash: 0,
         };
         self.marks[slot as usize].born = t;
+        self.motions[slot as usize] = motion;
         self.index.insert(s.id, slot);
         self.grid
             .insert(cell, slot, s.observer, s.pos, s.id, s.layers);
@@ -544,6 +548,7 @@ impl World {
             dir: m.dir,
             speed: m.speed,
         };
+        self.motions[slot as usize] = e.cur;
         if e.cell == cell {
             self.grid.set_pos(slot, m.pos);
         } else {
@@ -673,16 +678,9 @@ impl World {
         };
         let ring = self.grid.ring(o.cell, o.ring);
         if self.use_packed {
-            let p = &self.packed;
             for (first, last) in ring.rows() {
-                for k in p.run(first, last) {
-                    filter.consider(
-                        p.slots[k],
-                        p.pos[k],
-                        p.ids[k],
-                        p.layers[k],
-                        &mut self.candidates,
-                    );
+                for (s, pos, id, layers) in self.packed.run(first, last) {
+                    filter.consider(s, pos, id, layers, &mut self.candidates);
                 }
             }
         } else {
@@ -695,7 +693,11 @@ impl World {
 
         let max_view = self.config.max_view as usize;
         if self.candidates.len() > max_view {
-            let nearest = |a: &Candidate, b: &Candidate| (a.dist2, a.id).cmp(&(b.dist2, b.id));
+            // Rare (crowds only): distances are recomputed rather than carried.
+            let motions = &self.motions;
+            let from = o.cur.pos;
+            let key = |c: &Candidate| (from.dist2_raw(motions[c.slot as usize].pos), c.id);
+            let nearest = |a: &Candidate, b: &Candidate| key(a).cmp(&key(b));
             if max_view > 0 {
                 self.candidates
                     .select_nth_unstable_by(max_view - 1, nearest);
@@ -730,14 +732,14 @@ impl World {
             }
         }
         for &(id, s) in &self.entered {
-            let e = &self.entities[s as usize];
+            let m = &self.motions[s as usize];
             sink.event(Event::Enter {
                 observer: o.id,
                 subject: id,
-                pos: e.cur.pos,
-                dir: e.cur.dir,
-                speed: e.cur.speed,
-                layers: e.layers,
+                pos: m.pos,
+                dir: m.dir,
+                speed: m.speed,
+                layers: self.grid.member_layers(s),
             });
             self.sums.add_pair(o.id, id);
             events += 1;
@@ -745,13 +747,13 @@ impl World {
         let old = self.views.ids(view).iter().zip(self.views.slots(view));
         for ((&id, &s), &kept) in old.zip(&self.kept) {
             if kept && self.marks[s as usize].due == t {
-                let e = &self.entities[s as usize];
+                let m = &self.motions[s as usize];
                 sink.event(Event::Update {
                     observer: o.id,
                     subject: id,
-                    pos: e.cur.pos,
-                    dir: e.cur.dir,
-                    speed: e.cur.speed,
+                    pos: m.pos,
+                    dir: m.dir,
+                    speed: m.speed,
                 });
                 events += 1;
             }
@@ -852,7 +854,6 @@ impl World {
                 return false;
             }
             self.candidates.push(Candidate {
-                dist2: 0,
                 id: subject,
                 slot: s,
             });
