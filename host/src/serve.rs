@@ -83,6 +83,8 @@ pub struct ServeOptions {
     pub stop_after: Option<Duration>,
     /// Datagrams one address may send per second before the rest is dropped.
     pub max_packets_per_sec: u32,
+    /// A client silent for this long is disconnected (and its entity despawned).
+    pub client_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -101,6 +103,7 @@ impl Default for ServeOptions {
             stop_after_ticks: None,
             stop_after: None,
             max_packets_per_sec: 1000,
+            client_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -265,6 +268,11 @@ pub fn serve_with(
     if opts.max_clients == 0 {
         return Err(ServeError::Options("--max-clients must be positive".into()));
     }
+    if opts.client_timeout.is_zero() {
+        return Err(ServeError::Options(
+            "--client-timeout must be positive".into(),
+        ));
+    }
     if opts.max_speed <= Fix::ZERO {
         return Err(ServeError::Options("--max-speed must be positive".into()));
     }
@@ -312,6 +320,7 @@ pub fn serve_with(
     let server_config = ServerConfig {
         max_connections: opts.max_clients,
         tick_interval: interval,
+        idle_timeout: opts.client_timeout,
         conn_id_seed: fresh_seed(),
         ..ServerConfig::default()
     };

@@ -14,44 +14,9 @@ use lockgrid_kernel::{Command, Fix, Move, Pos, Spawn};
 use lockgrid_protocol::frame::{Frame, InputEntry, InputFrame};
 use lockgrid_protocol::packet::{Header, Packet};
 use lockgrid_protocol::{Client, ClientConfig, ClientState, Instant};
-use serve_common::{bots, interrupt, replay_verify, run_bounded, start_serve, wait_bounded};
-
-struct Driven {
-    socket: UdpSocket,
-    client: Client<SocketAddr>,
-    epoch: StdInstant,
-}
-
-impl Driven {
-    fn now(&self) -> Instant {
-        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
-    }
-
-    /// Drives the client until `done` holds or `limit` passes; returns whether `done` held.
-    fn pump(&mut self, limit: Duration, mut done: impl FnMut(&Client<SocketAddr>) -> bool) -> bool {
-        let until = StdInstant::now() + limit;
-        let mut buf = vec![0u8; 65_536];
-        let mut out = vec![0u8; 1200];
-        while StdInstant::now() < until {
-            let now = self.now();
-            while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
-                self.client.handle_datagram(now, from, &buf[..n]);
-            }
-            if self.client.poll_timeout().is_some_and(|t| t <= now) {
-                self.client.handle_timeout(now);
-            }
-            while self.client.poll_event().is_some() {}
-            while let Ok(Some(t)) = self.client.poll_transmit(now, &mut out) {
-                let _ = self.socket.send_to(&out[..t.len], t.destination);
-            }
-            if done(&self.client) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        false
-    }
-}
+use serve_common::{
+    bots, interrupt, replay_verify, run_bounded, start_serve, wait_bounded, Driven,
+};
 
 #[test]
 fn hostile_input_is_refused_and_counted_while_bots_are_served() {

@@ -42,6 +42,9 @@ pub(crate) struct ServeArgs {
     /// Write a state snapshot every this many ticks, 0 for never [default: 600].
     #[arg(long, value_name = "TICKS")]
     snapshot_every: Option<u64>,
+    /// Disconnect a client silent for this many seconds, despawning its entity [default: 10].
+    #[arg(long, value_name = "S")]
+    client_timeout: Option<f64>,
     /// Stop after this many ticks.
     #[arg(long, value_name = "N")]
     ticks: Option<u64>,
@@ -73,6 +76,7 @@ struct ServerDe {
     seed: Option<u64>,
     max_speed: Option<toml::Value>,
     snapshot_every: Option<u64>,
+    client_timeout: Option<f64>,
 }
 
 /// Reads the `[world]` table with the scenario parser, so the keys, defaults
@@ -139,6 +143,10 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
     }
     if let Some(v) = args.snapshot_every.or(file.snapshot_every) {
         opts.snapshot_every = v;
+    }
+    if let Some(s) = args.client_timeout.or(file.client_timeout) {
+        opts.client_timeout = Duration::try_from_secs_f64(s)
+            .map_err(|_| Failure::new("--client-timeout must be a non-negative number"))?;
     }
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {

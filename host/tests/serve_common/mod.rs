@@ -2,10 +2,14 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Instant as StdInstant;
+
+use lockgrid_protocol::Client;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_lockgrid");
 
@@ -77,12 +81,12 @@ pub fn start_serve(data: &Path, addr: &str, extra: &[&str]) -> Served {
 
 /// Waits for a child at most `limit`, killing it past that.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
-    let until = Instant::now() + limit;
+    let until = StdInstant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return status;
         }
-        if Instant::now() >= until {
+        if StdInstant::now() >= until {
             let _ = child.kill();
             let _ = child.wait();
             panic!("process {} did not finish within {limit:?}", child.id());
@@ -159,4 +163,46 @@ pub fn replay_verify(data: &Path) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// A protocol client driven over a real UDP socket.
+pub struct Driven {
+    pub socket: UdpSocket,
+    pub client: Client<SocketAddr>,
+    pub epoch: StdInstant,
+}
+
+impl Driven {
+    pub fn now(&self) -> lockgrid_protocol::Instant {
+        lockgrid_protocol::Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// Drives the client until `done` holds or `limit` passes; returns whether `done` held.
+    pub fn pump(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&Client<SocketAddr>) -> bool,
+    ) -> bool {
+        let until = StdInstant::now() + limit;
+        let mut buf = vec![0u8; 65_536];
+        let mut out = vec![0u8; 1200];
+        while StdInstant::now() < until {
+            let now = self.now();
+            while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
+                self.client.handle_datagram(now, from, &buf[..n]);
+            }
+            if self.client.poll_timeout().is_some_and(|t| t <= now) {
+                self.client.handle_timeout(now);
+            }
+            while self.client.poll_event().is_some() {}
+            while let Ok(Some(t)) = self.client.poll_transmit(now, &mut out) {
+                let _ = self.socket.send_to(&out[..t.len], t.destination);
+            }
+            if done(&self.client) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
 }
