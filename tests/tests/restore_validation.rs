@@ -1,6 +1,6 @@
-//! Minimal cases of snapshots that `World::restore` accepts although no run
-//! of the kernel could have produced them, found by the forged-snapshot
-//! property in `restore_untrusted.rs`. Their digests are recomputed with the
+//! Minimal cases of snapshots that `World::restore` once accepted although
+//! no run of the kernel could have produced them, found by the
+//! forged-snapshot property in `restore_untrusted.rs`. Their digests are recomputed with the
 //! documented algorithm, so only the kernel's own validation can catch them.
 //! Either refusing them or continuing consistently is acceptable; panicking
 //! or keeping dangling state is not.
@@ -47,7 +47,7 @@ fn sealed(config: Config, tick: u64, entities: Vec<EntitySnapshot>) -> Snapshot 
 }
 
 /// The tick counter cannot advance past `u64::MAX`: restoring at that tick
-/// must be refused, or the next step must not panic.
+/// must be refused, or the next step must not panic (it once overflowed).
 #[test]
 fn a_snapshot_at_the_last_tick_never_panics_the_next_step() {
     let s = sealed(Config::default(), u64::MAX, Vec::new());
