@@ -1,7 +1,8 @@
 //! Minimal cases of snapshots that `World::restore` once accepted although
 //! no run of the kernel could have produced them, found by the
-//! forged-snapshot property in `restore_untrusted.rs`. Their digests are recomputed with the
-//! documented algorithm, so only the kernel's own validation can catch them.
+//! forged-snapshot property in `restore_untrusted.rs`. Their digests are
+//! recomputed with the documented algorithm, so only the kernel's own
+//! validation can catch them.
 //! Either refusing them or continuing consistently is acceptable; panicking
 //! or keeping dangling state is not.
 
