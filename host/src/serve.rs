@@ -446,6 +446,7 @@ impl Host {
         let mut overruns_unlogged = 0u64;
         let mtu = self.server.config().mtu;
         let mut nonblocking = false;
+        let mut status_in = 10u32;
         loop {
             if stop.load(Ordering::Relaxed) {
                 info!("interrupted: stopping after tick {}", self.world.tick());
@@ -565,6 +566,20 @@ impl Host {
                 self.fill_stats();
                 if let Err(e) = self.stats.write(&self.opts.data_dir) {
                     debug!("cannot write the stats file: {e}");
+                }
+                status_in = status_in.saturating_sub(1);
+                if status_in == 0 {
+                    status_in = 10;
+                    let s = &self.stats;
+                    info!(
+                        tick = s.tick,
+                        clients = s.clients,
+                        tick_p50_us = s.tick_p50_us,
+                        tick_p99_us = s.tick_p99_us,
+                        overruns = s.overruns,
+                        refused = s.refused.values().sum::<u64>(),
+                        "status"
+                    );
                 }
             }
         }

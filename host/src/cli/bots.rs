@@ -63,7 +63,22 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
     } else {
         ProgressBar::hidden()
     };
+    let terminal = io::stderr().is_terminal();
+    let mut next_line = Duration::ZERO;
     let report = run_bots(&opts, |p| {
+        if !terminal && p.elapsed >= next_line {
+            // Not a terminal: a plain line every five seconds.
+            next_line = p.elapsed + Duration::from_secs(5);
+            eprintln!(
+                "bots: {:.0} s {}, {}/{} connected, tick {}, {} events",
+                p.elapsed.as_secs_f64(),
+                p.phase,
+                p.connected,
+                opts.clients,
+                p.tick,
+                p.events
+            );
+        }
         bar.set_message(format!(
             "{:>5.1} s {:<10} {}/{} connected, tick {}, {} events",
             p.elapsed.as_secs_f64(),
