@@ -99,7 +99,7 @@ pub enum ConfigError {
     MaxEntities,
     /// `max_observers` is above `max_entities`.
     MaxObservers,
-    /// `max_view` is above `max_entities`, or `max_observers × max_view` above [`MAX_VIEW_SLOTS`].
+    /// `max_observers × max_view` is above [`MAX_VIEW_SLOTS`].
     MaxView,
 }
 
@@ -107,13 +107,15 @@ impl core::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             ConfigError::CellSize => "cell_size must be positive and at most 2^45",
-            ConfigError::GridSize => "width_cells and height_cells must be positive, at most 2^24 cells in all",
+            ConfigError::GridSize => {
+                "width_cells and height_cells must be positive, at most 2^24 cells in all"
+            }
             ConfigError::Extent => "every point of the world must lie within ±2^45 on both axes",
             ConfigError::Hysteresis => "hysteresis must be in 0..=2^45",
             ConfigError::MoveEpsilon => "move_epsilon must not be negative",
             ConfigError::MaxEntities => "max_entities must be in 1..=2^22",
             ConfigError::MaxObservers => "max_observers must not exceed max_entities",
-            ConfigError::MaxView => "max_view must not exceed max_entities, and max_observers * max_view must be at most 2^27",
+            ConfigError::MaxView => "max_observers * max_view must be at most 2^27",
         })
     }
 }
@@ -138,7 +140,7 @@ impl Config {
             let extent = i128::from(cell) * i128::from(n);
             let o = i128::from(o);
             let lim = i128::from(MAX_LENGTH_RAW);
-            if extent > lim || o < -lim || o + extent > lim {
+            if o < -lim || o + extent > lim {
                 return Err(ConfigError::Extent);
             }
         }
@@ -155,9 +157,7 @@ impl Config {
         if self.max_observers > self.max_entities {
             return Err(ConfigError::MaxObservers);
         }
-        if self.max_view > self.max_entities
-            || u64::from(self.max_observers) * u64::from(self.max_view) > MAX_VIEW_SLOTS
-        {
+        if u64::from(self.max_observers) * u64::from(self.max_view) > MAX_VIEW_SLOTS {
             return Err(ConfigError::MaxView);
         }
         Ok(())
@@ -205,5 +205,23 @@ mod tests {
     #[test]
     fn default_config_is_valid() {
         assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_world_may_span_the_whole_coordinate_range() {
+        let cfg = Config {
+            origin: Pos::new(-MAX_RADIUS, -MAX_RADIUS),
+            cell_size: MAX_RADIUS,
+            width_cells: 2,
+            height_cells: 2,
+            max_view: 8192, // above max_entities: only the reserved total is bounded
+            ..Config::default()
+        };
+        assert_eq!(cfg.validate(), Ok(()));
+        let too_far = Config {
+            width_cells: 3,
+            ..cfg
+        };
+        assert_eq!(too_far.validate(), Err(ConfigError::Extent));
     }
 }

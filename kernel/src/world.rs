@@ -275,7 +275,11 @@ impl World {
             observers: 0,
             index: IdIndex::with_capacity(config.max_entities),
             grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
-            views: Views::new(config.max_observers, config.max_view),
+            // A view holds distinct live entities, so it never needs more than max_entities.
+            views: Views::new(
+                config.max_observers,
+                config.max_view.min(config.max_entities),
+            ),
             ring_counts: vec![0; max_ring as usize + 1],
             max_ring: 0,
             pending: Vec::with_capacity(n),
@@ -289,7 +293,7 @@ impl World {
             ),
             use_packed: false,
             entered: Vec::with_capacity(n),
-            kept: Vec::with_capacity(config.max_view as usize),
+            kept: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
                 touched: vec![0; n],
                 affected: vec![0; n],
