@@ -38,9 +38,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lockgrid_kernel::{
-    Command, CommandKind, Config, EntityId, Event, Fix, Move, Pos, Spawn, World,
-};
+use lockgrid_kernel::{Command, CommandKind, Config, EntityId, Event, Fix, Move, Spawn, World};
 use lockgrid_protocol::{
     ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent, WorldParams, MAX_MTU,
 };
@@ -142,10 +140,8 @@ impl From<StoreError> for ServeError {
 /// A connected client.
 struct Client {
     conn: ConnId,
-    /// Position after the last accepted move (or the spawn point).
-    last_pos: Pos,
-    /// Tick of the last accepted move (or the spawn).
-    last_tick: u64,
+    /// How far it may still move.
+    allowance: rules::Allowance,
     /// Protocol counters already added to the totals.
     seen_foreign: u64,
     seen_dropped: u64,
@@ -666,8 +662,7 @@ impl Host {
             id,
             Client {
                 conn,
-                last_pos: spawn.pos,
-                last_tick: self.world.tick() + 1,
+                allowance: rules::Allowance::new(spawn.pos, self.world.tick() + 1, self.step),
                 seen_foreign: 0,
                 seen_dropped: 0,
             },
@@ -694,11 +689,8 @@ impl Host {
                 refusals.push(Refusal::Spoofed);
                 continue;
             }
-            let since = tick.saturating_sub(c.last_tick);
-            match rules::check_move(&self.config, max_speed, step, c.last_pos, since, m) {
+            match c.allowance.check(&self.config, max_speed, step, tick, m) {
                 Ok(()) => {
-                    c.last_pos = m.pos;
-                    c.last_tick = tick;
                     self.pending_moves.entry(entity).or_default().push(*m);
                 }
                 Err(why) => refusals.push(why),

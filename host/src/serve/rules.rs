@@ -4,14 +4,19 @@
 //! its own spawn point and a replay re-derives nothing: the journal holds
 //! the resulting commands.
 
-use lockgrid_kernel::{len2_raw, Config, EntityId, Fix, Move, Pos, Spawn};
+use lockgrid_kernel::{Config, EntityId, Fix, Move, Pos, Spawn};
 use lockgrid_protocol::WorldParams;
 
 /// NPC ids are `1..=npcs`; client entities start here.
 pub const CLIENT_ID_BASE: EntityId = 1 << 32;
 
-/// Longest run of missed ticks a client move may make up for at once.
-pub const MAX_CATCH_UP_TICKS: u64 = 10;
+/// Most ticks of movement a client may save up and spend at once (so
+/// inputs that bunch up in one tick after a quiet one still pass).
+pub const BURST_TICKS: u64 = 3;
+
+/// Most moves of one client accepted into one tick (only the last one
+/// matters to the kernel; the rest would only grow the journal).
+pub const MAX_MOVES_PER_TICK: usize = 8;
 
 /// Why the host refused something a client sent. Counted per reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -22,6 +27,8 @@ pub enum Refusal {
     NotAMove,
     /// A move farther than the max speed allows since the last accepted move.
     TooFast,
+    /// More than [`MAX_MOVES_PER_TICK`] moves of one client in one tick.
+    TooManyMoves,
     /// A speed below zero or above the max speed.
     BadSpeed,
     /// A move outside the world.
@@ -38,10 +45,11 @@ pub enum Refusal {
 
 impl Refusal {
     /// Every reason, in report order.
-    pub const ALL: [Refusal; 9] = [
+    pub const ALL: [Refusal; 10] = [
         Refusal::Spoofed,
         Refusal::NotAMove,
         Refusal::TooFast,
+        Refusal::TooManyMoves,
         Refusal::BadSpeed,
         Refusal::OutOfBounds,
         Refusal::Oversized,
@@ -56,6 +64,7 @@ impl Refusal {
             Refusal::Spoofed => "spoofed_id",
             Refusal::NotAMove => "not_a_move",
             Refusal::TooFast => "too_fast",
+            Refusal::TooManyMoves => "too_many_moves",
             Refusal::BadSpeed => "bad_speed",
             Refusal::OutOfBounds => "out_of_bounds",
             Refusal::Oversized => "oversized",
@@ -143,30 +152,76 @@ pub fn step_per_tick(max_speed: Fix, tick_rate: u32) -> i64 {
     max_speed.to_bits().max(0) / i64::from(tick_rate.max(1))
 }
 
-/// Checks one client move against the rules: inside the world, speed in
-/// `0..=max_speed`, and no farther from `last` (the last accepted position)
-/// than `step` raw units per tick since `ticks_since` (counted as at least
-/// 1 and at most [`MAX_CATCH_UP_TICKS`]).
-pub fn check_move(
-    config: &Config,
-    max_speed: Fix,
-    step: i64,
-    last: Pos,
-    ticks_since: u64,
-    m: &Move,
-) -> Result<(), Refusal> {
-    if config.cell_of(m.pos).is_none() {
-        return Err(Refusal::OutOfBounds);
+/// A client's movement allowance: a distance budget that grows by one
+/// tick's step per tick, up to [`BURST_TICKS`] steps, and shrinks by the
+/// distance of every accepted move. Over any span of ticks a client covers
+/// at most the max speed's distance plus one burst, however its moves are
+/// spread over the ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allowance {
+    /// Position after the last accepted move (or the spawn point).
+    pub pos: Pos,
+    budget: u128,
+    tick: u64,
+    moves_this_tick: usize,
+}
+
+impl Allowance {
+    /// A client entity spawned at `pos` in `tick`, with a full burst.
+    pub fn new(pos: Pos, tick: u64, step: i64) -> Self {
+        Allowance {
+            pos,
+            budget: u128::from(step.unsigned_abs()) * u128::from(BURST_TICKS),
+            tick,
+            moves_this_tick: 0,
+        }
     }
-    if m.speed < Fix::ZERO || m.speed > max_speed {
-        return Err(Refusal::BadSpeed);
+
+    /// Checks one client move for `tick` against the rules: inside the
+    /// world, speed in `0..=max_speed`, its distance from the last accepted
+    /// position within the budget, at most [`MAX_MOVES_PER_TICK`] per tick.
+    /// An accepted move is charged to the allowance.
+    pub fn check(
+        &mut self,
+        config: &Config,
+        max_speed: Fix,
+        step: i64,
+        tick: u64,
+        m: &Move,
+    ) -> Result<(), Refusal> {
+        let step = u128::from(step.unsigned_abs());
+        if tick > self.tick {
+            let gained = step.saturating_mul(u128::from(tick - self.tick));
+            self.budget = self
+                .budget
+                .saturating_add(gained)
+                .min(step.saturating_mul(u128::from(BURST_TICKS)));
+            self.tick = tick;
+            self.moves_this_tick = 0;
+        }
+        if config.cell_of(m.pos).is_none() {
+            return Err(Refusal::OutOfBounds);
+        }
+        if m.speed < Fix::ZERO || m.speed > max_speed {
+            return Err(Refusal::BadSpeed);
+        }
+        if self.moves_this_tick >= MAX_MOVES_PER_TICK {
+            return Err(Refusal::TooManyMoves);
+        }
+        // Whole raw units, rounded up: never in the client's favour.
+        let d2 = self.pos.dist2_raw(m.pos);
+        let mut dist = d2.isqrt();
+        if dist * dist < d2 {
+            dist += 1;
+        }
+        if dist > self.budget {
+            return Err(Refusal::TooFast);
+        }
+        self.budget -= dist;
+        self.pos = m.pos;
+        self.moves_this_tick += 1;
+        Ok(())
     }
-    let ticks = ticks_since.clamp(1, MAX_CATCH_UP_TICKS);
-    let allowed = Fix::from_bits(step.saturating_mul(i64::try_from(ticks).unwrap_or(1)));
-    if last.dist2_raw(m.pos) > len2_raw(allowed) {
-        return Err(Refusal::TooFast);
-    }
-    Ok(())
 }
 
 /// Unit vectors of the eight compass headings, in 1/65536 (cos, sin).
@@ -288,41 +343,74 @@ mod tests {
         let max = Fix::from_num(200);
         let step = step_per_tick(max, 20);
         assert_eq!(step, 10 << 16);
-        let last = Pos::from_ints(100, 100);
         let mv = |x, y, s| Move {
             id: 1,
             pos: Pos::from_ints(x, y),
             dir: 0,
             speed: Fix::from_num(s),
         };
+        let start = Allowance::new(Pos::from_ints(100, 100), 1, step);
+        // A full burst at spawn: three steps at once, not more.
+        let mut a = start;
+        assert_eq!(a.check(&config, max, step, 1, &mv(130, 100, 5)), Ok(()));
         assert_eq!(
-            check_move(&config, max, step, last, 1, &mv(110, 100, 5)),
-            Ok(())
-        );
-        assert_eq!(
-            check_move(&config, max, step, last, 1, &mv(111, 100, 5)),
+            a.check(&config, max, step, 1, &mv(131, 100, 5)),
             Err(Refusal::TooFast)
         );
+        // One step per tick after that, saved up to three.
+        assert_eq!(a.check(&config, max, step, 2, &mv(140, 100, 5)), Ok(()));
+        assert_eq!(a.check(&config, max, step, 3, &mv(141, 100, 5)), Ok(()));
+        assert_eq!(a.check(&config, max, step, 100, &mv(171, 100, 5)), Ok(()));
         assert_eq!(
-            check_move(&config, max, step, last, 3, &mv(130, 100, 5)),
-            Ok(())
-        );
-        assert_eq!(
-            check_move(&config, max, step, last, 1000, &mv(300, 100, 5)),
+            a.check(&config, max, step, 100, &mv(172, 100, 5)),
             Err(Refusal::TooFast)
         );
+        // Many small moves in one tick cannot add up to more than the budget.
+        let mut a = start;
+        let mut x = 100;
+        let mut refused = 0;
+        for _ in 0..MAX_MOVES_PER_TICK {
+            x += 5;
+            if a.check(&config, max, step, 1, &mv(x, 100, 5)).is_err() {
+                refused += 1;
+                x -= 5;
+            }
+        }
+        assert!(x - 100 <= 30 && refused > 0);
+        // Standing still costs nothing, but the moves per tick are capped.
+        for _ in 0..refused {
+            assert_eq!(a.check(&config, max, step, 1, &mv(x, 100, 5)), Ok(()));
+        }
         assert_eq!(
-            check_move(&config, max, step, last, 1, &mv(100, 100, 201)),
+            a.check(&config, max, step, 1, &mv(x, 100, 5)),
+            Err(Refusal::TooManyMoves)
+        );
+        assert_eq!(a.check(&config, max, step, 2, &mv(x, 100, 5)), Ok(()));
+        let mut a = start;
+        assert_eq!(
+            a.check(&config, max, step, 1, &mv(100, 100, 201)),
             Err(Refusal::BadSpeed)
         );
         assert_eq!(
-            check_move(&config, max, step, last, 1, &mv(100, 100, -1)),
+            a.check(&config, max, step, 1, &mv(100, 100, -1)),
             Err(Refusal::BadSpeed)
         );
         assert_eq!(
-            check_move(&config, max, step, Pos::from_ints(0, 0), 1, &mv(-1, 0, 0)),
+            a.check(&config, max, step, 1, &mv(-1, 0, 0)),
             Err(Refusal::OutOfBounds)
         );
+        // Diagonal distances round up.
+        let mut a = Allowance::new(Pos::from_ints(100, 100), 1, 3);
+        let p = Move {
+            id: 1,
+            pos: Pos::new(
+                Fix::from_bits(100 << 16) + Fix::from_bits(3),
+                Fix::from_bits(100 << 16) + Fix::from_bits(3),
+            ),
+            dir: 0,
+            speed: Fix::ZERO,
+        };
+        assert_eq!(a.check(&config, max, 3, 1, &p), Ok(()));
     }
 
     #[test]
@@ -343,7 +431,7 @@ mod tests {
                     config.cell_of(m.pos).is_some(),
                     "npc {id} left at tick {tick}"
                 );
-                assert!(pos.dist2_raw(m.pos) <= len2_raw(Fix::from_bits(step)));
+                assert!(pos.dist2_raw(m.pos) <= lockgrid_kernel::len2_raw(Fix::from_bits(step)));
                 (pos, dir) = (m.pos, m.dir);
             }
         }
