@@ -152,6 +152,8 @@ pub struct BotsReport {
     pub views_checked: u64,
     /// Acknowledged moves looked up (and found) in the journal.
     pub inputs_checked: u64,
+    /// Acknowledged moves not in the journal (the server refused them).
+    pub inputs_refused: u64,
     /// Whether the journal check ran.
     pub verified: bool,
     /// Differences found.
@@ -251,6 +253,13 @@ impl fmt::Display for BotsReport {
                 "{:<22} {} client ticks (digest and events), {} final views and {} acknowledged moves against the journal",
                 "checked", self.ticks_checked, self.views_checked, self.inputs_checked
             )?;
+            if self.inputs_refused > 0 {
+                writeln!(
+                    f,
+                    "{:<22} {} acknowledged moves were refused by the server, not journaled",
+                    "", self.inputs_refused
+                )?;
+            }
             write!(f, "{:<22} {}", "view mismatches", self.mismatches)?;
         } else {
             write!(
@@ -644,15 +653,33 @@ pub fn run_bots(
         }
     }
     if let Some(dir) = &opts.data_dir {
-        verify(dir, &bots, &mut report)?;
-        report.verified = true;
         report.server = ServeStats::read(dir).ok();
+        // Moves the server may have refused (and acknowledged) without journaling.
+        let refused_moves = report.server.as_ref().map(|s| {
+            [
+                "too_fast",
+                "too_many_moves",
+                "bad_speed",
+                "out_of_bounds",
+                "not_a_move",
+            ]
+            .iter()
+            .filter_map(|k| s.refused.get(*k))
+            .sum::<u64>()
+        });
+        verify(dir, &bots, refused_moves, &mut report)?;
+        report.verified = true;
     }
     Ok(report)
 }
 
 /// Re-runs the journal and compares every bot's ticks and final view.
-fn verify(dir: &Path, bots: &[Bot], report: &mut BotsReport) -> Result<(), BotsError> {
+fn verify(
+    dir: &Path,
+    bots: &[Bot],
+    refused_moves: Option<u64>,
+    report: &mut BotsReport,
+) -> Result<(), BotsError> {
     let first = bots
         .iter()
         .filter_map(|b| b.ticks.first().map(|t| t.0))
@@ -799,20 +826,34 @@ fn verify(dir: &Path, bots: &[Bot], report: &mut BotsReport) -> Result<(), BotsE
             }
         }
     }
-    // Every acknowledged move is in the journal, in order.
+    // Every acknowledged move is in the journal, in order, unless the
+    // server refused it (it counts refusals but does not say which).
+    let mut missing_total = 0u64;
     for (i, b) in bots.iter().enumerate() {
         let acked = &b.sent[..b.acked.min(b.sent.len())];
-        let mut k = 0;
-        for m in &journaled[i] {
-            if k < acked.len() && *m == acked[k] {
-                k += 1;
+        let mut j = 0;
+        let mut found = 0u64;
+        for m in acked {
+            if let Some(at) = journaled[i][j..].iter().position(|x| x == m) {
+                j += at + 1;
+                found += 1;
             }
         }
-        report.inputs_checked += k as u64;
-        if k < acked.len() {
+        report.inputs_checked += found;
+        let missing = acked.len() as u64 - found;
+        report.inputs_refused += missing;
+        missing_total += missing;
+        if missing > 0 && refused_moves.is_none() {
             report.note(format!(
-                "bot {i}: {} acknowledged moves, only the first {k} are in the journal",
+                "bot {i}: {missing} of {} acknowledged moves are not in the journal",
                 acked.len()
+            ));
+        }
+    }
+    if let Some(refused) = refused_moves {
+        if missing_total > refused {
+            report.note(format!(
+                "{missing_total} acknowledged moves are not in the journal, but the server refused only {refused}"
             ));
         }
     }
