@@ -19,8 +19,11 @@
 //!
 //! Between ticks the loop feeds datagrams to the protocol endpoint and acts
 //! on its events. Client input is checked before it reaches the journal:
-//! only moves of the client's own entity, inside the world, at most the max
-//! speed; everything refused is counted per [`Refusal`] reason. There is no
+//! only moves of the client's own entity, inside the world, no faster than
+//! the max speed ([`rules::Allowance`]: a distance budget of one tick's
+//! step per tick, saved up to [`rules::BURST_TICKS`]), at most
+//! [`rules::MAX_MOVES_PER_TICK`] per tick; everything refused is counted per
+//! [`Refusal`] reason. There is no
 //! authentication: any Hello is accepted while there is room.
 //!
 //! On start, an existing data folder is recovered ([`recover`]) and the world
