@@ -62,13 +62,24 @@
 //! # Cost
 //!
 //! Work per tick follows what changed. Let `C` be the entities touched by
-//! commands plus those still settling, `A` the observers whose ring of cells
-//! covers one of their old or new cells, and `k` the entities in an affected
-//! observer's ring. `step` costs `O(commands + C·(2R+1)² + Σ_A (k + v log v))`,
-//! where `R` is the largest observer ring (1 in grid mode) and `v` the view
-//! size. An entity that did not move, in a region where nothing moved, costs
-//! nothing. Memory is fixed by [`Config`] at construction: `step` never
-//! allocates.
+//! commands plus those still settling (moved last tick without an update
+//! being due), `A` the observers whose ring of cells covers one of their old
+//! or new cells, `k` the entities in an affected observer's ring and `e` the
+//! subjects entering its view. Then `step` costs
+//! `O(commands + C·(2R+1)² + Σ_A (k + v + e log e))`, where `R` is the
+//! largest observer ring in cells (1 in grid mode; `⌈(r + hysteresis) /
+//! cell_size⌉` in radius mode) and `v` the view size. An entity that did not
+//! move, in a region where nothing moved, costs nothing.
+//!
+//! When at least as many entities changed as there are observers, finding
+//! `A` would cost more than rebuilding every view, so every observer is
+//! rebuilt instead, scanning a cell-sorted copy of the world made by one
+//! counting sort (`O(entities + cells)`), which keeps each row of a ring
+//! contiguous in memory.
+//!
+//! Memory is fixed by [`Config`] at construction, dominated by
+//! `max_observers × min(max_view, max_entities) × 12` bytes of views:
+//! `step` never allocates.
 //!
 //! # Digest
 //!
