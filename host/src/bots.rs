@@ -275,6 +275,34 @@ impl fmt::Display for BotsReport {
     }
 }
 
+/// What a bot kept of one applied tick.
+struct TickSeen {
+    tick: u64,
+    digest: u64,
+    events: usize,
+    fingerprint: u64,
+}
+
+/// A 64-bit fingerprint of a list of events: FNV-1a over their postcard
+/// encoding (a stable, complete encoding of every field).
+fn fingerprint(events: &[Event]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut buf = [0u8; 128];
+    for e in events {
+        // An event encodes to well under 128 bytes; were it ever not to,
+        // its kind still enters the fingerprint and the counts are compared.
+        let bytes: &[u8] = match postcard::to_slice(e, &mut buf) {
+            Ok(b) => b,
+            Err(_) => &[0xff],
+        };
+        for &byte in bytes.iter().chain([0xa5u8].iter()) {
+            h ^= u64::from(byte);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
 /// Applies one observer's events of a tick to a view model.
 fn apply_events(model: &mut BTreeMap<EntityId, Seen>, events: &[Event]) {
     for e in events {
@@ -330,7 +358,10 @@ struct Bot {
     interval: Duration,
     next_move: Instant,
     model: BTreeMap<EntityId, Seen>,
-    ticks: Vec<(u64, u64, Vec<Event>)>,
+    /// Per applied tick: the tick, its digest, and the count and
+    /// fingerprint of the events received (not the events: memory stays
+    /// small over long runs).
+    ticks: Vec<TickSeen>,
     final_view: Option<(u64, BTreeMap<EntityId, Seen>)>,
     packets_in: u64,
     bytes_in: u64,
@@ -542,7 +573,12 @@ pub fn run_bots(
                     } => {
                         b.events += events.len() as u64;
                         apply_events(&mut b.model, &events);
-                        b.ticks.push((tick, digest, events));
+                        b.ticks.push(TickSeen {
+                            tick,
+                            digest,
+                            events: events.len(),
+                            fingerprint: fingerprint(&events),
+                        });
                     }
                     ClientEvent::Disconnected { reason } => b.ended = Some(reason),
                 }
@@ -682,7 +718,7 @@ fn verify(
 ) -> Result<(), BotsError> {
     let first = bots
         .iter()
-        .filter_map(|b| b.ticks.first().map(|t| t.0))
+        .filter_map(|b| b.ticks.first().map(|t| t.tick))
         .min();
     let Some(first) = first else {
         return Ok(());
@@ -692,7 +728,7 @@ fn verify(
         .flat_map(|b| {
             b.ticks
                 .last()
-                .map(|t| t.0)
+                .map(|t| t.tick)
                 .into_iter()
                 .chain(b.final_view.as_ref().map(|v| v.0))
         })
@@ -727,8 +763,8 @@ fn verify(
     let spans: Vec<Option<(u64, u64)>> = bots
         .iter()
         .map(|b| {
-            let first = b.ticks.first()?.0;
-            let last = b.ticks.last().map_or(first, |t| t.0);
+            let first = b.ticks.first()?.tick;
+            let last = b.ticks.last().map_or(first, |t| t.tick);
             Some((first, last.max(b.final_view.as_ref().map_or(0, |v| v.0))))
         })
         .collect();
@@ -781,20 +817,21 @@ fn verify(
                 _ => e.order_key().is_some_and(|k| k.0 == me),
             }));
             apply_events(&mut kernel_models[i], &mine);
-            if let Some((t, digest, got)) = b.ticks.get(next[i]) {
-                if *t == tick {
+            if let Some(seen) = b.ticks.get(next[i]) {
+                if seen.tick == tick {
                     next[i] += 1;
                     report.ticks_checked += 1;
-                    if *digest != rep.digest || record.digest != rep.digest {
+                    if seen.digest != rep.digest || record.digest != rep.digest {
                         report.note(format!(
-                            "bot {i} tick {tick}: digest sent {digest:016x}, journal {:016x}, re-run {:016x}",
-                            record.digest, rep.digest
+                            "bot {i} tick {tick}: digest sent {:016x}, journal {:016x}, re-run {:016x}",
+                            seen.digest, record.digest, rep.digest
                         ));
-                    } else if *got != mine {
+                    } else if seen.events != mine.len() || seen.fingerprint != fingerprint(&mine) {
                         report.note(format!(
-                            "bot {i} tick {tick}: received {} events, the kernel has {} for entity {me}",
-                            got.len(),
-                            mine.len()
+                            "bot {i} tick {tick}: received {} events, the kernel has {} for entity {me}{}",
+                            seen.events,
+                            mine.len(),
+                            if seen.events == mine.len() { " (contents differ)" } else { "" }
                         ));
                     }
                 }
@@ -863,9 +900,50 @@ fn verify(
         if missing > 0 && b.client.entity().is_some() {
             report.note(format!(
                 "bot {i}: {missing} applied ticks from tick {} were not compared (not in the journal, or out of order)",
-                b.ticks[next[i]].0
+                b.ticks[next[i]].tick
             ));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockgrid_kernel::{CommandKind, RejectReason};
+
+    #[test]
+    fn fingerprints_see_every_field_and_the_order() {
+        let enter = Event::Enter {
+            observer: 1,
+            subject: 2,
+            pos: Pos::from_ints(3, 4),
+            dir: 5,
+            speed: Fix::from_num(6),
+            layers: 7,
+        };
+        let leave = Event::Leave {
+            observer: 1,
+            subject: 9,
+        };
+        let rejected = Event::Rejected {
+            entity: 1,
+            command: CommandKind::Move,
+            reason: RejectReason::OutOfBounds,
+        };
+        let base = fingerprint(&[rejected, leave, enter]);
+        assert_eq!(base, fingerprint(&[rejected, leave, enter]));
+        assert_ne!(base, fingerprint(&[rejected, enter, leave]));
+        assert_ne!(base, fingerprint(&[leave, enter]));
+        let mut moved = enter;
+        if let Event::Enter { ref mut pos, .. } = moved {
+            pos.x = pos.x + Fix::from_bits(1);
+        }
+        assert_ne!(base, fingerprint(&[rejected, leave, moved]));
+        let mut turned = enter;
+        if let Event::Enter { ref mut layers, .. } = turned {
+            *layers = 8;
+        }
+        assert_ne!(base, fingerprint(&[rejected, leave, turned]));
+    }
 }
