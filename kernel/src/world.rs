@@ -147,10 +147,54 @@ impl Entity {
 }
 
 /// A candidate subject while an observer's view is rebuilt.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Candidate {
     id: EntityId,
     slot: u32,
+}
+
+/// A fixed buffer of candidates that appends without branching: every
+/// scanned entity is written, and the length only advances for the visible
+/// ones. Visibility is close to a coin toss per entity, so a branch would
+/// mispredict often.
+struct Candidates {
+    buf: Vec<Candidate>,
+    len: usize,
+}
+
+impl Candidates {
+    /// Room for every entity but the observer, plus the one speculative write.
+    fn new(max_entities: u32) -> Self {
+        Candidates {
+            buf: vec![Candidate::default(); max_entities as usize + 1],
+            len: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    #[inline(always)]
+    fn push_if(&mut self, candidate: Candidate, keep: bool) {
+        // len ≤ entities scanned so far < buf.len(), so the write is in bounds.
+        if let Some(at) = self.buf.get_mut(self.len) {
+            *at = candidate;
+            self.len += usize::from(keep);
+        }
+    }
+
+    fn as_slice(&self) -> &[Candidate] {
+        &self.buf[..self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Candidate] {
+        &mut self.buf[..self.len]
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
 }
 
 /// The visibility rule for one observer's rebuild, applied to each entity
@@ -165,20 +209,18 @@ struct CandidateFilter<'a> {
 
 impl CandidateFilter<'_> {
     #[inline(always)]
-    fn consider(&self, slot: u32, pos: Pos, id: EntityId, layers: u32, out: &mut Vec<Candidate>) {
+    fn consider(&self, slot: u32, pos: Pos, id: EntityId, layers: u32, out: &mut Candidates) {
         let o = self.observer;
-        if layers & o.interest == 0 || slot == self.observer_slot {
-            return;
-        }
+        let mut keep = (layers & o.interest != 0) & (slot != self.observer_slot);
         // In grid mode the ring of one cell is exactly the nine-grid.
         if self.radius_mode {
             let dist2 = o.cur.pos.dist2_raw(pos);
-            if dist2 > o.enter2 && (dist2 > o.stay2 || self.marks[slot as usize].was != self.stamp)
-            {
-                return;
-            }
+            let stays = o.stay2 != o.enter2
+                && dist2 <= o.stay2
+                && self.marks[slot as usize].was == self.stamp;
+            keep &= (dist2 <= o.enter2) | stays;
         }
-        out.push(Candidate { id, slot });
+        out.push_if(Candidate { id, slot }, keep);
     }
 }
 
@@ -240,7 +282,7 @@ pub struct World {
     touched: Vec<u32>,
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
-    candidates: Vec<Candidate>,
+    candidates: Candidates,
     /// Valid for the current tick when every observer is being rebuilt.
     packed: PackedCells,
     use_packed: bool,
@@ -286,7 +328,7 @@ impl World {
             touched: Vec::with_capacity(n),
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
-            candidates: Vec::with_capacity(n),
+            candidates: Candidates::new(config.max_entities),
             packed: PackedCells::new(
                 config.width_cells * config.height_cells,
                 config.max_entities,
@@ -696,7 +738,7 @@ impl World {
         }
 
         let max_view = self.config.max_view as usize;
-        if self.candidates.len() > max_view {
+        if self.candidates.len > max_view {
             // Rare (crowds only): distances are recomputed rather than carried.
             let motions = &self.motions;
             let from = o.cur.pos;
@@ -704,12 +746,13 @@ impl World {
             let nearest = |a: &Candidate, b: &Candidate| key(a).cmp(&key(b));
             if max_view > 0 {
                 self.candidates
+                    .as_mut_slice()
                     .select_nth_unstable_by(max_view - 1, nearest);
             }
             self.candidates.truncate(max_view);
         }
         self.entered.clear();
-        for c in &self.candidates {
+        for c in self.candidates.as_slice() {
             let m = &mut self.marks[c.slot as usize];
             m.now = stamp;
             if m.was != stamp {
@@ -857,16 +900,21 @@ impl World {
             if !in_ring || !in_reach || sub.layers & e.interest == 0 {
                 return false;
             }
-            self.candidates.push(Candidate {
-                id: subject,
-                slot: s,
-            });
+            self.candidates.push_if(
+                Candidate {
+                    id: subject,
+                    slot: s,
+                },
+                true,
+            );
         }
-        for c in &self.candidates {
+        for c in self.candidates.as_slice() {
             self.sums.add_pair(id, c.id);
         }
-        self.views
-            .set(e.view, self.candidates.iter().map(|c| (c.id, c.slot)));
+        self.views.set(
+            e.view,
+            self.candidates.as_slice().iter().map(|c| (c.id, c.slot)),
+        );
         true
     }
 
