@@ -74,8 +74,8 @@
 //! When at least as many entities changed as there are observers, finding
 //! `A` would cost more than rebuilding every view, so every observer is
 //! rebuilt instead, scanning a cell-sorted copy of the world made by one
-//! counting sort (`O(entities + cells)`), which keeps each row of a ring
-//! contiguous in memory.
+//! walk of the cells (`O(entities + cells)`), which keeps each row of a
+//! ring contiguous in memory.
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 12` bytes of views:

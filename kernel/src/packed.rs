@@ -2,14 +2,15 @@
 //! most of the world moved.
 //!
 //! Following per-cell linked lists is latency-bound: each step waits for the
-//! previous load. When every observer is rebuilt anyway, one counting sort
-//! by cell (`O(entities + cells)`) lays the world out so that each row of an
-//! observer's ring is one contiguous run, scanned at memory bandwidth.
+//! previous load. When every observer is rebuilt anyway, one walk of every
+//! cell's list (`O(entities + cells)`) lays the world out so that each row
+//! of an observer's ring is one contiguous run, scanned at memory bandwidth.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::fixed_point::Pos;
+use crate::grid::Grid;
 
 pub(crate) struct PackedCells {
     /// `start[c]..start[c + 1]` indexes cell `c`'s entities.
@@ -32,32 +33,24 @@ impl PackedCells {
         }
     }
 
-    /// Re-sorts every live entity by cell. `entities` yields
-    /// `(slot, cell, pos, id, layers)` in any order.
-    pub(crate) fn rebuild(
-        &mut self,
-        entities: impl Iterator<Item = (u32, u32, Pos, u64, u32)> + Clone,
-    ) {
-        self.start.fill(0);
-        for (_, cell, ..) in entities.clone() {
-            self.start[cell as usize + 1] += 1;
+    /// Copies every entity out of the grid's cell lists, cell by cell, so
+    /// the copy comes out sorted by cell in one pass.
+    pub(crate) fn rebuild(&mut self, grid: &Grid) {
+        let mut at = 0;
+        for cell in 0..self.start.len() - 1 {
+            // at ≤ live entities ≤ max_entities ≤ 2^22.
+            self.start[cell] = at as u32;
+            // Cell indices are below width × height ≤ 2^24.
+            for (slot, m) in grid.members(cell as u32) {
+                self.pos[at] = m.pos;
+                self.ids[at] = m.id;
+                self.layers[at] = m.layers;
+                self.slots[at] = slot;
+                at += 1;
+            }
         }
-        for c in 1..self.start.len() {
-            self.start[c] += self.start[c - 1];
-        }
-        // Scatter, using start[c] as the fill cursor of cell c, then shift back.
-        for (slot, cell, pos, id, layers) in entities {
-            let at = self.start[cell as usize] as usize;
-            self.start[cell as usize] += 1;
-            self.pos[at] = pos;
-            self.ids[at] = id;
-            self.layers[at] = layers;
-            self.slots[at] = slot;
-        }
-        for c in (1..self.start.len()).rev() {
-            self.start[c] = self.start[c - 1];
-        }
-        self.start[0] = 0;
+        let cells = self.start.len() - 1;
+        self.start[cells] = at as u32;
     }
 
     /// `(slot, pos, id, layers)` of every entity in cells `first..=last`

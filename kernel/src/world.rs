@@ -187,14 +187,6 @@ impl Candidates {
     fn as_slice(&self) -> &[Candidate] {
         &self.buf[..self.len]
     }
-
-    fn as_mut_slice(&mut self) -> &mut [Candidate] {
-        &mut self.buf[..self.len]
-    }
-
-    fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
 }
 
 /// The visibility rule for one observer's rebuild, applied to each entity
@@ -283,6 +275,8 @@ pub struct World {
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
     candidates: Candidates,
+    /// Crowd culling: candidates keyed by `(dist², id)`.
+    ranked: Vec<(u128, EntityId, u32)>,
     /// Valid for the current tick when every observer is being rebuilt.
     packed: PackedCells,
     use_packed: bool,
@@ -329,6 +323,7 @@ impl World {
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
             candidates: Candidates::new(config.max_entities),
+            ranked: Vec::with_capacity(n),
             packed: PackedCells::new(
                 config.width_cells * config.height_cells,
                 config.max_entities,
@@ -450,10 +445,7 @@ impl World {
                     self.affected.push((e.id, slot as u32));
                 }
             }
-            // slot < max_entities ≤ 2^22.
-            let live = self.entities.iter().enumerate().filter(|(_, e)| e.alive);
-            self.packed
-                .rebuild(live.map(|(slot, e)| (slot as u32, e.cell, e.cur.pos, e.id, e.layers)));
+            self.packed.rebuild(&self.grid);
         }
 
         self.affected.sort_unstable();
@@ -739,17 +731,21 @@ impl World {
 
         let max_view = self.config.max_view as usize;
         if self.candidates.len > max_view {
-            // Rare (crowds only): distances are recomputed rather than carried.
-            let motions = &self.motions;
+            // Crowds only: rank by (dist², id) once, then keep the nearest.
             let from = o.cur.pos;
-            let key = |c: &Candidate| (from.dist2_raw(motions[c.slot as usize].pos), c.id);
-            let nearest = |a: &Candidate, b: &Candidate| key(a).cmp(&key(b));
-            if max_view > 0 {
-                self.candidates
-                    .as_mut_slice()
-                    .select_nth_unstable_by(max_view - 1, nearest);
+            self.ranked.clear();
+            for c in self.candidates.as_slice() {
+                let dist2 = from.dist2_raw(self.motions[c.slot as usize].pos);
+                self.ranked.push((dist2, c.id, c.slot));
             }
-            self.candidates.truncate(max_view);
+            if max_view > 0 {
+                self.ranked.select_nth_unstable(max_view - 1);
+            }
+            self.ranked.truncate(max_view);
+            self.candidates.clear();
+            for &(_, id, slot) in &self.ranked {
+                self.candidates.push_if(Candidate { id, slot }, true);
+            }
         }
         self.entered.clear();
         for c in self.candidates.as_slice() {
