@@ -937,7 +937,7 @@ mod tests {
         assert_ne!(base, fingerprint(&[leave, enter]));
         let mut moved = enter;
         if let Event::Enter { ref mut pos, .. } = moved {
-            pos.x = pos.x + Fix::from_bits(1);
+            pos.x += Fix::from_bits(1);
         }
         assert_ne!(base, fingerprint(&[rejected, leave, moved]));
         let mut turned = enter;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use lockgrid_kernel::{Command, EntityId, EntityState, Event, Spawn, World};
+use lockgrid_kernel::{Command, EntityId, EntityState, Event, World};
 
 pub use diff::{diff_snapshots, diff_states, EntityDiff};
 
@@ -561,18 +561,7 @@ fn spawns_of(world: &World) -> Vec<Command> {
     states.sort_unstable_by_key(|s| s.id);
     states
         .into_iter()
-        .map(|s| {
-            Command::Spawn(Spawn {
-                id: s.id,
-                pos: s.pos,
-                dir: s.dir,
-                speed: s.speed,
-                observer: s.observer,
-                radius: s.radius,
-                layers: s.layers,
-                interest: s.interest,
-            })
-        })
+        .map(|s| Command::Spawn(s.spawn()))
         .collect()
 }
 

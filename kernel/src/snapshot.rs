@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Command, EntityId, Spawn};
+use crate::command::EntityId;
 use crate::config::{Config, ConfigError};
 use crate::throttle::Sent;
 use crate::world::{EntityState, World};
@@ -128,18 +128,7 @@ impl World {
             if e.sent.is_some_and(|s| s.tick > snapshot.tick) {
                 return Err(RestoreError::SentInFuture(id));
             }
-            let s = e.state;
-            let spawn = Command::Spawn(Spawn {
-                id,
-                pos: s.pos,
-                dir: s.dir,
-                speed: s.speed,
-                observer: s.observer,
-                radius: s.radius,
-                layers: s.layers,
-                interest: s.interest,
-            });
-            if !world.restore_entity(&spawn, e.sent) {
+            if !world.restore_entity(&e.state.spawn(), e.sent) {
                 return Err(RestoreError::Entity(id));
             }
         }

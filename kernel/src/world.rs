@@ -37,6 +37,22 @@ pub struct EntityState {
     pub interest: u32,
 }
 
+impl EntityState {
+    /// The spawn command that recreates this entity as it is.
+    pub fn spawn(&self) -> Spawn {
+        Spawn {
+            id: self.id,
+            pos: self.pos,
+            dir: self.dir,
+            speed: self.speed,
+            observer: self.observer,
+            radius: self.radius,
+            layers: self.layers,
+            interest: self.interest,
+        }
+    }
+}
+
 /// What one tick reports besides its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickReport {
@@ -844,10 +860,7 @@ impl World {
     }
 
     /// Inserts a restored entity as if it had existed before tick 1.
-    pub(crate) fn restore_entity(&mut self, spawn: &Command, sent: Option<Sent>) -> bool {
-        let Command::Spawn(s) = spawn else {
-            return false;
-        };
+    pub(crate) fn restore_entity(&mut self, s: &Spawn, sent: Option<Sent>) -> bool {
         // Tick 0 never runs, so the touched stamp (also 0) keeps it off the touched list.
         if self.spawn(s, 0).is_err() {
             return false;
