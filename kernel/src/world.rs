@@ -296,6 +296,8 @@ pub struct World {
     /// Valid for the current tick when every observer is being rebuilt.
     packed: PackedCells,
     use_packed: bool,
+    /// Whether any subject's update is due this tick.
+    any_due: bool,
     entered: Vec<(EntityId, u32)>,
     /// Per old-view entry of the observer being rebuilt: still visible?
     kept: Vec<bool>,
@@ -345,6 +347,7 @@ impl World {
                 config.max_entities,
             ),
             use_packed: false,
+            any_due: false,
             entered: Vec::with_capacity(n),
             kept: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
@@ -420,6 +423,7 @@ impl World {
         self.touched.clear();
         self.gone.clear();
         self.affected.clear();
+        self.any_due = false;
 
         for command in commands {
             if let Err(reason) = self.apply(command, t) {
@@ -667,6 +671,7 @@ impl World {
                 tick: t,
             });
             self.marks[slot as usize].due = t;
+            self.any_due = true;
         }
         let (cell, prev_pos, observer) = (e.cell, e.prev.pos, e.is_observer());
         if mark && (changed || due) {
@@ -803,8 +808,9 @@ impl World {
             self.sums.add_pair(o.id, id);
             events += 1;
         }
+        // Skipped outright on ticks where nothing is due.
         let old = self.views.ids(view).iter().zip(self.views.slots(view));
-        for ((&id, &s), &kept) in old.zip(&self.kept) {
+        for ((&id, &s), &kept) in old.zip(&self.kept).filter(|_| self.any_due) {
             if kept && self.marks[s as usize].due == t {
                 let m = &self.motions[s as usize];
                 sink.event(Event::Update {
