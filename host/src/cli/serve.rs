@@ -163,8 +163,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let opts = options(args)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
+    // Ctrl-C, SIGTERM and SIGHUP all finish the tick and close the journal.
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .map_err(|e| Failure::new(format_args!("cannot install the Ctrl-C handler: {e}")))?;
+        .map_err(|e| Failure::new(format_args!("cannot install the stop-signal handler: {e}")))?;
     let data_dir = opts.data_dir.clone();
     let shown = data_dir.clone();
     let summary = serve_with(opts, &stop, |addr| {
