@@ -54,15 +54,10 @@ impl Views {
         &self.slots[self.range(v)]
     }
 
-    /// Rewrites a view as the entries `keep` accepts, in their order, merged
-    /// with `entered` (ascending, disjoint from the kept ids). The caller
-    /// guarantees the result fits `max_view`.
-    pub(crate) fn rewrite(
-        &mut self,
-        v: u32,
-        mut keep: impl FnMut(u64, u32) -> bool,
-        entered: &[(u64, u32)],
-    ) {
+    /// Rewrites a view as its entries flagged in `keep` (one flag per
+    /// entry, in order), merged with `entered` (ascending, disjoint from the
+    /// kept ids). The caller guarantees the result fits `max_view`.
+    pub(crate) fn rewrite(&mut self, v: u32, keep: &[bool], entered: &[(u64, u32)]) {
         let start = v as usize * self.max_view;
         let len = self.len[v as usize] as usize;
         let (ids, slots) = (
@@ -71,7 +66,7 @@ impl Views {
         );
         let mut kept = 0;
         for k in 0..len {
-            if keep(ids[k], slots[k]) {
+            if keep.get(k).copied().unwrap_or(false) {
                 ids[kept] = ids[k];
                 slots[kept] = slots[k];
                 kept += 1;

@@ -87,7 +87,6 @@ pub(crate) struct Entity {
     /// `r²` and `(r + hysteresis)²` in raw units.
     pub(crate) enter2: u128,
     pub(crate) stay2: u128,
-    pub(crate) spawn_tick: u64,
     /// This entity's current term in the digest's entity sum.
     pub(crate) hash: u64,
 }
@@ -115,7 +114,6 @@ impl Entity {
         ring: 0,
         enter2: 0,
         stay2: 0,
-        spawn_tick: 0,
         hash: 0,
     };
 
@@ -555,7 +553,6 @@ impl World {
             ring,
             enter2,
             stay2,
-            spawn_tick: t,
             hash: 0,
         };
         self.marks[slot as usize].born = t;
@@ -622,7 +619,7 @@ impl World {
     fn despawn(&mut self, id: EntityId, t: u64) -> Result<(), RejectReason> {
         let slot = self.index.get(id).ok_or(RejectReason::UnknownEntity)?;
         let e = self.entities[slot as usize];
-        if e.spawn_tick < t {
+        if self.marks[slot as usize].born < t {
             // It was visible somewhere at the end of last tick, from there.
             if let Some(cell) = self.cell_index(e.prev.pos) {
                 self.gone.push(cell);
@@ -658,11 +655,11 @@ impl World {
     /// Decides whether a changed or pending subject is due, and marks every
     /// observer whose view it may enter, leave or update in.
     fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool) {
+        let fresh = self.marks[slot as usize].born == t;
         let e = &mut self.entities[slot as usize];
         if !e.alive {
             return;
         }
-        let fresh = e.spawn_tick == t;
         let changed = fresh || e.cur != e.prev;
         let due = self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t);
         if due {
@@ -823,12 +820,7 @@ impl World {
                 events += 1;
             }
         }
-        let mut kept = self.kept.iter();
-        self.views.rewrite(
-            view,
-            |_, _| kept.next().copied().unwrap_or(false),
-            &self.entered,
-        );
+        self.views.rewrite(view, &self.kept, &self.entered);
         events
     }
 
