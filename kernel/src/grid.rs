@@ -259,11 +259,6 @@ impl Grid {
         self.all.members[slot as usize].pos = pos;
     }
 
-    /// The id last inserted at `slot` (stale once the slot is vacated).
-    pub(crate) fn member_id(&self, slot: u32) -> u64 {
-        self.all.members[slot as usize].id
-    }
-
     /// The layers of the entity at `slot`.
     pub(crate) fn member_layers(&self, slot: u32) -> u32 {
         self.all.members[slot as usize].layers

@@ -96,11 +96,7 @@ impl World {
     pub fn snapshot(&self) -> Snapshot {
         let mut entities: Vec<EntitySnapshot> = self
             .live_entities()
-            .map(|(state, sent, view)| EntitySnapshot {
-                state,
-                sent,
-                view: view.to_vec(),
-            })
+            .map(|(state, sent, view)| EntitySnapshot { state, sent, view })
             .collect();
         entities.sort_unstable_by_key(|e| e.state.id);
         Snapshot {

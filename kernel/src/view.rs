@@ -1,27 +1,53 @@
 //! Per-observer view sets: the subjects each observer saw at the end of the last tick.
 //!
-//! Every observer slot owns `max_view` entries reserved at construction; a
-//! view is kept sorted by subject id, which is the order its events go out in.
+//! A view is a run of subject slots, kept in ascending order of subject id
+//! (the order its events go out in). Runs are packed one after another in
+//! one of two halves of a single store, both reserved at construction for
+//! `max_observers × max_view` entries, so that the store never needs more
+//! memory whatever the views hold.
+//!
+//! When every observer is rebuilt in one tick (a *pass*), each new view is
+//! written right after the previous one into the other half, in rebuild
+//! order, and the halves swap at the end: the next pass then reads its old
+//! views as one sequential stream rather than one scattered block per
+//! observer. Outside a pass a view is rewritten in place when it fits its
+//! run, moved to the free end of its half when it grew, and when that end
+//! is full every view is packed into the other half first.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 pub(crate) struct Views {
-    max_view: usize,
-    ids: Vec<u64>,
-    slots: Vec<u32>,
+    max_view: u32,
+    /// Both halves, `half` entries each.
+    store: Vec<u32>,
+    half: u32,
+    /// Start of the half views live in (0 or `half`).
+    front: u32,
+    /// End of the used part of the front half.
+    used: u32,
+    /// Write cursor in the back half while a pass runs.
+    pass: Option<u32>,
+    start: Vec<u32>,
     len: Vec<u32>,
+    cap: Vec<u32>,
     free: Vec<u32>,
 }
 
 impl Views {
     pub(crate) fn new(max_observers: u32, max_view: u32) -> Self {
-        let total = max_observers as usize * max_view as usize;
+        // Config validation bounds max_observers × max_view by 2^27.
+        let half = max_observers.saturating_mul(max_view);
         Views {
-            max_view: max_view as usize,
-            ids: vec![0; total],
-            slots: vec![0; total],
+            max_view,
+            store: vec![0; 2 * half as usize],
+            half,
+            front: 0,
+            used: 0,
+            pass: None,
+            start: vec![0; max_observers as usize],
             len: vec![0; max_observers as usize],
+            cap: vec![0; max_observers as usize],
             // Popped from the back: hand out low slots first.
             free: (0..max_observers).rev().collect(),
         }
@@ -31,74 +57,213 @@ impl Views {
     pub(crate) fn alloc(&mut self) -> Option<u32> {
         let v = self.free.pop()?;
         self.len[v as usize] = 0;
+        self.cap[v as usize] = 0;
         Some(v)
     }
 
     pub(crate) fn release(&mut self, v: u32) {
         self.len[v as usize] = 0;
+        self.cap[v as usize] = 0;
         self.free.push(v);
     }
 
-    fn range(&self, v: u32) -> core::ops::Range<usize> {
-        let start = v as usize * self.max_view;
-        start..start + self.len[v as usize] as usize
-    }
-
-    /// Subject ids, ascending.
-    pub(crate) fn ids(&self, v: u32) -> &[u64] {
-        &self.ids[self.range(v)]
-    }
-
-    /// Subject entity slots, parallel to [`Views::ids`].
+    /// Subject slots, in ascending order of subject id.
     pub(crate) fn slots(&self, v: u32) -> &[u32] {
-        &self.slots[self.range(v)]
+        let start = self.start[v as usize] as usize;
+        &self.store[start..start + self.len[v as usize] as usize]
+    }
+
+    /// Starts a pass: until [`Views::end_pass`], every live view must be
+    /// rewritten exactly once.
+    pub(crate) fn begin_pass(&mut self) {
+        self.pass = Some(self.back());
+    }
+
+    /// Ends a pass: the views written during it become the front half.
+    pub(crate) fn end_pass(&mut self) {
+        if let Some(cursor) = self.pass.take() {
+            self.front = self.back();
+            self.used = cursor;
+        }
+    }
+
+    fn back(&self) -> u32 {
+        self.half - self.front
     }
 
     /// Rewrites a view as its entries flagged in `keep` (one flag per
-    /// entry, in order), merged with `entered` (ascending, disjoint from the
-    /// kept ids). The caller guarantees the result fits `max_view`.
-    pub(crate) fn rewrite(&mut self, v: u32, keep: &[bool], entered: &[(u64, u32)]) {
-        let start = v as usize * self.max_view;
-        let len = self.len[v as usize] as usize;
-        let (ids, slots) = (
-            &mut self.ids[start..start + self.max_view],
-            &mut self.slots[start..start + self.max_view],
+    /// entry, in order), merged with `entered` (ascending ids, disjoint from
+    /// the kept ones); `id_of` names a kept slot's subject. The caller
+    /// guarantees the result fits `max_view`.
+    pub(crate) fn rewrite(
+        &mut self,
+        v: u32,
+        keep: &[bool],
+        entered: &[(u64, u32)],
+        id_of: impl Fn(u32) -> u64,
+    ) {
+        let vi = v as usize;
+        let kept = keep.iter().filter(|&&k| k).count();
+        // kept + entered ≤ max_view ≤ 2^27.
+        let total = ((kept + entered.len()) as u32).min(self.max_view);
+        let at = match self.pass {
+            Some(cursor) => {
+                self.pass = Some(cursor + total);
+                self.cap[vi] = total;
+                cursor
+            }
+            None if total <= self.cap[vi] => self.start[vi],
+            None => self.room_for(v, total),
+        };
+        // Kept entries first, in order. Outside a pass the old run now starts
+        // at `at`, so a forward copy reads each entry before overwriting it.
+        let old = self.start[vi] as usize..(self.start[vi] + self.len[vi]) as usize;
+        let mut w = at as usize;
+        for (k, &on) in old.clone().zip(keep) {
+            if on {
+                self.store[w] = self.store[k];
+                w += 1;
+            }
+        }
+        let base = at as usize;
+        merge_from_back(
+            &mut self.store[base..base + total as usize],
+            kept,
+            entered,
+            id_of,
         );
-        let mut kept = 0;
-        for k in 0..len {
-            if keep.get(k).copied().unwrap_or(false) {
-                ids[kept] = ids[k];
-                slots[kept] = slots[k];
-                kept += 1;
-            }
-        }
-        let total = (kept + entered.len()).min(self.max_view);
-        // Merge from the back so neither input is overwritten before it is read.
-        let (mut i, mut j, mut w) = (kept, entered.len(), total);
-        while j > 0 && w > 0 {
-            w -= 1;
-            if i > 0 && ids[i - 1] > entered[j - 1].0 {
-                i -= 1;
-                ids[w] = ids[i];
-                slots[w] = slots[i];
-            } else {
-                j -= 1;
-                (ids[w], slots[w]) = entered[j];
-            }
-        }
-        // total ≤ max_view ≤ 2^22, so it fits.
-        self.len[v as usize] = total as u32;
+        self.start[vi] = at;
+        self.len[vi] = total;
     }
 
-    /// Replaces a view with `entries` (ascending ids, at most `max_view`).
-    pub(crate) fn set(&mut self, v: u32, entries: impl ExactSizeIterator<Item = (u64, u32)>) {
-        let n = entries.len().min(self.max_view);
-        let start = v as usize * self.max_view;
-        for (k, (id, slot)) in entries.take(n).enumerate() {
-            self.ids[start + k] = id;
-            self.slots[start + k] = slot;
+    /// Where a view that grew to `total` entries goes: the free end of the
+    /// front half, after packing every view into the other half if the
+    /// end is full.
+    fn room_for(&mut self, v: u32, total: u32) -> u32 {
+        if self.half - (self.used - self.front) < total {
+            self.pack(v, total);
         }
-        // n ≤ max_view ≤ 2^31, so it fits.
+        if self.cap[v as usize] >= total {
+            return self.start[v as usize];
+        }
+        let at = self.used;
+        // Move the old run first so the rewrite reads it from `at` onwards.
+        let old = self.start[v as usize] as usize;
+        let len = self.len[v as usize] as usize;
+        self.store.copy_within(old..old + len, at as usize);
+        self.start[v as usize] = at;
+        self.cap[v as usize] = total;
+        self.used += total;
+        at
+    }
+
+    /// Packs every view into the back half with no gaps, giving view `grow`
+    /// room for `total` entries, and makes that half the front.
+    fn pack(&mut self, grow: u32, total: u32) {
+        let mut cursor = self.back();
+        for v in 0..self.len.len() {
+            let (start, len) = (self.start[v] as usize, self.len[v]);
+            let cap = if v == grow as usize {
+                total.max(len)
+            } else {
+                len
+            };
+            self.store
+                .copy_within(start..start + len as usize, cursor as usize);
+            self.start[v] = cursor;
+            self.cap[v] = cap;
+            cursor += cap;
+        }
+        self.front = self.back();
+        self.used = cursor;
+    }
+
+    /// Replaces a view with `slots` (ascending by subject id, at most
+    /// `max_view`). Not for use during a pass.
+    pub(crate) fn set(&mut self, v: u32, slots: &[u32]) {
+        let n = slots.len().min(self.max_view as usize);
+        self.len[v as usize] = 0;
+        // n ≤ max_view, so it fits.
+        let at = if n as u32 <= self.cap[v as usize] {
+            self.start[v as usize]
+        } else {
+            self.room_for(v, n as u32)
+        };
+        self.store[at as usize..at as usize + n].copy_from_slice(&slots[..n]);
+        self.start[v as usize] = at;
         self.len[v as usize] = n as u32;
+    }
+}
+
+/// Merges `entered` into `out`, whose first `kept` entries are sorted by
+/// `id_of`, filling `out` from the back so that nothing is overwritten
+/// before it is read. Each entered subject finds its place by binary
+/// search, so only a few kept ids are ever looked up.
+fn merge_from_back(
+    out: &mut [u32],
+    kept: usize,
+    entered: &[(u64, u32)],
+    id_of: impl Fn(u32) -> u64,
+) {
+    let (mut end, mut w) = (kept, out.len());
+    for &(id, slot) in entered.iter().rev() {
+        let p = out[..end].partition_point(|&s| id_of(s) < id);
+        let run = end - p;
+        if w < run + 1 {
+            // Only when more entered than max_view allows; never by contract.
+            break;
+        }
+        out.copy_within(p..end, w - run);
+        w -= run + 1;
+        out[w] = slot;
+        end = p;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Views;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    fn ids(views: &Views, v: u32) -> Vec<u32> {
+        views.slots(v).to_vec()
+    }
+
+    #[test]
+    fn rewrites_merge_in_place_grow_pack_and_pass() {
+        // Slot s names subject id s * 10, so slot order is id order.
+        let id_of = |s: u32| u64::from(s) * 10;
+        let mut views = Views::new(3, 4);
+        let (a, b, c) = (
+            views.alloc().unwrap(),
+            views.alloc().unwrap(),
+            views.alloc().unwrap(),
+        );
+        views.set(a, &[1, 5, 9]);
+        views.set(b, &[2]);
+        views.rewrite(a, &[true, false, true], &[(30, 3)], id_of);
+        assert_eq!(ids(&views, a), [1, 3, 9]);
+        // b grows beyond its run, repeatedly, until the half is full and packs.
+        for extra in [4, 6, 8] {
+            let keep = vec![true; views.slots(b).len()];
+            views.rewrite(b, &keep, &[(u64::from(extra) * 10, extra)], id_of);
+        }
+        assert_eq!(ids(&views, b), [2, 4, 6, 8]);
+        assert_eq!(ids(&views, a), [1, 3, 9]);
+        views.set(c, &[0, 7]);
+        assert_eq!(ids(&views, c), [0, 7]);
+        // A pass rewrites all three into the other half, in this order.
+        views.begin_pass();
+        views.rewrite(c, &[false, true], &[(10, 1), (110, 11)], id_of);
+        views.rewrite(a, &[true, true, true], &[(0, 0)], id_of);
+        views.rewrite(b, &[false, false, false, false], &[], id_of);
+        views.end_pass();
+        assert_eq!(ids(&views, c), [1, 7, 11]);
+        assert_eq!(ids(&views, a), [0, 1, 3, 9]);
+        assert!(ids(&views, b).is_empty());
+        views.release(b);
+        let d = views.alloc().unwrap();
+        assert!(views.slots(d).is_empty());
     }
 }

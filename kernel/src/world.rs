@@ -13,6 +13,7 @@ use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::Grid;
 use crate::id_index::IdIndex;
 use crate::packed::PackedCells;
+use crate::slot_bits::SlotBits;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 
@@ -209,8 +210,7 @@ struct CandidateFilter<'a> {
     observer: &'a Entity,
     observer_slot: u32,
     radius_mode: bool,
-    marks: &'a [SlotMarks],
-    stamp: u64,
+    was: &'a SlotBits,
 }
 
 impl CandidateFilter<'_> {
@@ -221,9 +221,7 @@ impl CandidateFilter<'_> {
         // In grid mode the ring of one cell is exactly the nine-grid.
         if self.radius_mode {
             let dist2 = o.cur.pos.dist2_raw(pos);
-            let stays = o.stay2 != o.enter2
-                && dist2 <= o.stay2
-                && self.marks[slot as usize].was == self.stamp;
+            let stays = o.stay2 != o.enter2 && dist2 <= o.stay2 && self.was.get(slot);
             keep &= (dist2 <= o.enter2) | stays;
         }
         out.push_if(Candidate { id, slot }, keep);
@@ -235,29 +233,6 @@ impl CandidateFilter<'_> {
 struct Stamps {
     touched: Vec<u64>,
     affected: Vec<u64>,
-}
-
-/// What a view rebuild asks of each subject slot, in one 32-byte record so
-/// each check costs one cache access.
-#[derive(Clone, Copy, Debug)]
-struct SlotMarks {
-    /// Spawn tick of the slot's entity, `u64::MAX` when vacant.
-    born: u64,
-    /// Rebuild stamp: in the rebuilding observer's old view (same incarnation).
-    was: u64,
-    /// Rebuild stamp: in its new view.
-    now: u64,
-    /// Tick at which the subject's update was last due.
-    due: u64,
-}
-
-impl SlotMarks {
-    const VACANT: SlotMarks = SlotMarks {
-        born: u64::MAX,
-        was: 0,
-        now: 0,
-        due: 0,
-    };
 }
 
 /// A deterministic lockstep AOI world. See the [crate docs](crate) for the contract.
@@ -300,11 +275,24 @@ pub struct World {
     /// Per old-view entry of the observer being rebuilt: still visible?
     kept: Vec<bool>,
     stamps: Stamps,
-    marks: Vec<SlotMarks>,
+    /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
+    born: Vec<u64>,
+    /// Id of each slot's entity (stale when vacant); views hold slots only.
+    slot_ids: Vec<u64>,
+    /// Slots whose occupant was spawned or despawned this tick: an old view
+    /// entry naming one is a different incarnation, whose id is kept in
+    /// `prior_ids`. Listed in `churn`.
+    churned: SlotBits,
+    churn: Vec<u32>,
+    prior_ids: Vec<u64>,
+    /// Subjects whose update is due this tick.
+    due: SlotBits,
+    /// The rebuilding observer's old view (same incarnation only) and new view.
+    was: SlotBits,
+    now: SlotBits,
     /// Each slot's current motion, a compact copy of `Entity::cur` for the
     /// Enter and Update events of view rebuilds.
     motions: Vec<Motion>,
-    rebuilds: u64,
 }
 
 impl World {
@@ -352,9 +340,15 @@ impl World {
                 touched: vec![0; n],
                 affected: vec![0; n],
             },
-            marks: vec![SlotMarks::VACANT; n],
+            born: vec![u64::MAX; n],
+            slot_ids: vec![0; n],
+            churned: SlotBits::new(config.max_entities),
+            churn: Vec::with_capacity(n),
+            prior_ids: vec![0; n],
+            due: SlotBits::new(config.max_entities),
+            was: SlotBits::new(config.max_entities),
+            now: SlotBits::new(config.max_entities),
             motions: vec![Motion::default(); n],
-            rebuilds: 0,
         };
         world.digest = world.compute_digest();
         Ok(world)
@@ -401,7 +395,12 @@ impl World {
     pub fn view(&self, observer: EntityId) -> Option<impl Iterator<Item = EntityId> + '_> {
         let slot = self.index.get(observer)?;
         let view = self.entities[slot as usize].view;
-        (view != NO_VIEW).then(|| self.views.ids(view).iter().copied())
+        (view != NO_VIEW).then(|| {
+            self.views
+                .slots(view)
+                .iter()
+                .map(|&s| self.slot_ids[s as usize])
+        })
     }
 
     /// The last state sent for an entity and when (the throttle's `L` and `T`).
@@ -467,15 +466,21 @@ impl World {
         }
 
         self.affected.sort_unstable();
+        if mark_all {
+            // Every view is rewritten, in id order, into fresh storage.
+            self.views.begin_pass();
+        }
         for k in 0..self.affected.len() {
             let slot = self.affected[k].1;
-            events += self.rebuild_view(slot, t, sink);
+            events += self.rebuild_view(slot, sink);
         }
+        self.views.end_pass();
 
         for k in 0..self.touched.len() {
             self.settle(self.touched[k]);
         }
 
+        self.clear_churn();
         self.tick = t;
         self.digest = self.compute_digest();
         TickReport {
@@ -555,7 +560,9 @@ impl World {
             stay2,
             hash: 0,
         };
-        self.marks[slot as usize].born = t;
+        self.mark_churn(slot);
+        self.born[slot as usize] = t;
+        self.slot_ids[slot as usize] = s.id;
         self.motions[slot as usize] = motion;
         self.index.insert(s.id, slot);
         self.grid
@@ -619,7 +626,7 @@ impl World {
     fn despawn(&mut self, id: EntityId, t: u64) -> Result<(), RejectReason> {
         let slot = self.index.get(id).ok_or(RejectReason::UnknownEntity)?;
         let e = self.entities[slot as usize];
-        if self.marks[slot as usize].born < t {
+        if self.born[slot as usize] < t {
             // It was visible somewhere at the end of last tick, from there.
             if let Some(cell) = self.cell_index(e.prev.pos) {
                 self.gone.push(cell);
@@ -629,8 +636,8 @@ impl World {
         self.index.remove(id);
         if e.is_observer() {
             // A despawned observer gets no further events: drop its view silently.
-            for k in 0..self.views.ids(e.view).len() {
-                let subject = self.views.ids(e.view)[k];
+            for k in 0..self.views.slots(e.view).len() {
+                let subject = self.old_id(self.views.slots(e.view)[k]);
                 self.sums.remove_pair(e.id, subject);
             }
             self.views.release(e.view);
@@ -639,10 +646,35 @@ impl World {
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
         self.entities[slot as usize] = Entity::VACANT;
-        self.marks[slot as usize].born = u64::MAX;
+        self.born[slot as usize] = u64::MAX;
+        self.mark_churn(slot);
         self.free_slots.push(slot);
         self.count -= 1;
         Ok(())
+    }
+
+    fn mark_churn(&mut self, slot: u32) {
+        if !self.churned.get(slot) {
+            self.churned.set(slot);
+            self.churn.push(slot);
+            self.prior_ids[slot as usize] = self.slot_ids[slot as usize];
+        }
+    }
+
+    /// The id of the subject an old view entry (end of last tick) names.
+    fn old_id(&self, slot: u32) -> EntityId {
+        if self.churned.get(slot) {
+            self.prior_ids[slot as usize]
+        } else {
+            self.slot_ids[slot as usize]
+        }
+    }
+
+    fn clear_churn(&mut self) {
+        for &slot in &self.churn {
+            self.churned.clear(slot);
+        }
+        self.churn.clear();
     }
 
     fn release_ring(&mut self, ring: u32) {
@@ -655,7 +687,7 @@ impl World {
     /// Decides whether a changed or pending subject is due, and marks every
     /// observer whose view it may enter, leave or update in.
     fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool) {
-        let fresh = self.marks[slot as usize].born == t;
+        let fresh = self.born[slot as usize] == t;
         let e = &mut self.entities[slot as usize];
         if !e.alive {
             return;
@@ -667,7 +699,7 @@ impl World {
                 motion: e.cur,
                 tick: t,
             });
-            self.marks[slot as usize].due = t;
+            self.due.set(slot);
             self.any_due = true;
         }
         let (cell, prev_pos, observer) = (e.cell, e.prev.pos, e.is_observer());
@@ -710,17 +742,29 @@ impl World {
 
     /// Recomputes one observer's view from its ring of cells and emits the
     /// difference as Leave, Enter and Update events. Returns the event count.
-    fn rebuild_view<S: EventSink>(&mut self, slot: u32, t: u64, sink: &mut S) -> u64 {
-        self.rebuilds += 1;
-        let stamp = self.rebuilds;
+    ///
+    /// The old and new views are held as bits per slot while the view is
+    /// rebuilt, and every bit set here is cleared again before returning.
+    fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
         let o = self.entities[slot as usize];
         let view = o.view;
 
-        // "Was visible": old entries still naming the same incarnation.
-        for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
-            let m = &mut self.marks[s as usize];
-            if m.born < t && self.grid.member_id(s) == id {
-                m.was = stamp;
+        // "Was visible": old entries still naming the same incarnation. A
+        // slot churned this tick holds another incarnation (or none); one
+        // churned earlier has left every view that held it, since each such
+        // view was rebuilt in the tick its subject was despawned.
+        debug_assert!(self
+            .views
+            .slots(view)
+            .iter()
+            .all(|&s| self.churned.get(s) || self.entities[s as usize].alive));
+        if self.churn.is_empty() {
+            for &s in self.views.slots(view) {
+                self.was.set(s);
+            }
+        } else {
+            for &s in self.views.slots(view) {
+                self.was.set_if(s, !self.churned.get(s));
             }
         }
 
@@ -729,8 +773,7 @@ impl World {
             observer: &o,
             observer_slot: slot,
             radius_mode: self.config.visibility == Visibility::Radius,
-            marks: &self.marks,
-            stamp,
+            was: &self.was,
         };
         let ring = self.grid.ring(o.cell, o.ring);
         if self.use_packed {
@@ -767,9 +810,8 @@ impl World {
         }
         self.entered.clear();
         for c in self.candidates.as_slice() {
-            let m = &mut self.marks[c.slot as usize];
-            m.now = stamp;
-            if m.was != stamp {
+            self.now.set(c.slot);
+            if !self.was.get(c.slot) {
                 self.entered.push((c.id, c.slot));
             }
         }
@@ -779,20 +821,24 @@ impl World {
         // sorted by id and `entered` was just sorted, so no full sort is needed.
         let mut events = 0;
         self.kept.clear();
-        for (&id, &s) in self.views.ids(view).iter().zip(self.views.slots(view)) {
-            let m = &self.marks[s as usize];
-            let kept = m.was == stamp && m.now == stamp;
+        for k in 0..self.views.slots(view).len() {
+            let s = self.views.slots(view)[k];
+            let kept = self.was.get(s) & self.now.get(s);
+            self.was.clear(s);
+            self.now.clear(s);
             self.kept.push(kept);
             if !kept {
+                let subject = self.old_id(s);
                 sink.event(Event::Leave {
                     observer: o.id,
-                    subject: id,
+                    subject,
                 });
-                self.sums.remove_pair(o.id, id);
+                self.sums.remove_pair(o.id, subject);
                 events += 1;
             }
         }
         for &(id, s) in &self.entered {
+            self.now.clear(s);
             let m = &self.motions[s as usize];
             sink.event(Event::Enter {
                 observer: o.id,
@@ -806,13 +852,13 @@ impl World {
             events += 1;
         }
         // Skipped outright on ticks where nothing is due.
-        let old = self.views.ids(view).iter().zip(self.views.slots(view));
-        for ((&id, &s), &kept) in old.zip(&self.kept).filter(|_| self.any_due) {
-            if kept && self.marks[s as usize].due == t {
+        let old = self.views.slots(view).iter().zip(&self.kept);
+        for (&s, &kept) in old.filter(|_| self.any_due) {
+            if kept && self.due.get(s) {
                 let m = &self.motions[s as usize];
                 sink.event(Event::Update {
                     observer: o.id,
-                    subject: id,
+                    subject: self.slot_ids[s as usize],
                     pos: m.pos,
                     dir: m.dir,
                     speed: m.speed,
@@ -820,13 +866,16 @@ impl World {
                 events += 1;
             }
         }
-        self.views.rewrite(view, &self.kept, &self.entered);
+        let slot_ids = &self.slot_ids;
+        self.views
+            .rewrite(view, &self.kept, &self.entered, |s| slot_ids[s as usize]);
         events
     }
 
     /// Closes a touched entity's tick: `s_{t-1} := s_t`, refresh its digest
     /// term, and keep it pending while it differs from what was sent.
     fn settle(&mut self, slot: u32) {
+        self.due.clear(slot);
         let e = &mut self.entities[slot as usize];
         if !e.alive {
             return;
@@ -846,12 +895,13 @@ impl World {
     /// Every live entity with its sent record and view, in slot order.
     pub(crate) fn live_entities(
         &self,
-    ) -> impl Iterator<Item = (EntityState, Option<Sent>, &[EntityId])> + '_ {
+    ) -> impl Iterator<Item = (EntityState, Option<Sent>, Vec<EntityId>)> + '_ {
         self.entities.iter().filter(|e| e.alive).map(|e| {
-            let view: &[EntityId] = if e.is_observer() {
-                self.views.ids(e.view)
+            let view = if e.is_observer() {
+                let ids = self.views.slots(e.view).iter();
+                ids.map(|&s| self.slot_ids[s as usize]).collect()
             } else {
-                &[]
+                Vec::new()
             };
             (e.state(), e.sent, view)
         })
@@ -918,14 +968,13 @@ impl World {
         for c in self.candidates.as_slice() {
             self.sums.add_pair(id, c.id);
         }
-        self.views.set(
-            e.view,
-            self.candidates.as_slice().iter().map(|c| (c.id, c.slot)),
-        );
+        let slots: Vec<u32> = self.candidates.as_slice().iter().map(|c| c.slot).collect();
+        self.views.set(e.view, &slots);
         true
     }
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {
+        self.clear_churn();
         self.tick = tick;
         self.digest = self.compute_digest();
     }

@@ -1,0 +1,69 @@
+//! One bit per entity slot, for the per-observer and per-tick sets a view
+//! rebuild tests for every subject it looks at.
+//!
+//! A set of `max_entities` bits is an eighth of a `u64` per slot, so at
+//! realistic sizes it stays in the first-level cache, where per-slot records
+//! scattered over the entity table would miss. Every set is emptied by the
+//! code that filled it, by clearing exactly the bits it set.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+pub(crate) struct SlotBits {
+    words: Vec<u64>,
+}
+
+impl SlotBits {
+    pub(crate) fn new(slots: u32) -> Self {
+        SlotBits {
+            words: vec![0; (slots as usize).div_ceil(64)],
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn get(&self, slot: u32) -> bool {
+        self.words
+            .get(slot as usize / 64)
+            .is_some_and(|w| w >> (slot % 64) & 1 == 1)
+    }
+
+    /// Adds `slot` when `on`, without a branch on `on`.
+    #[inline(always)]
+    pub(crate) fn set_if(&mut self, slot: u32, on: bool) {
+        if let Some(w) = self.words.get_mut(slot as usize / 64) {
+            *w |= u64::from(on) << (slot % 64);
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn set(&mut self, slot: u32) {
+        self.set_if(slot, true);
+    }
+
+    #[inline(always)]
+    pub(crate) fn clear(&mut self, slot: u32) {
+        if let Some(w) = self.words.get_mut(slot as usize / 64) {
+            *w &= !(1 << (slot % 64));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlotBits;
+
+    #[test]
+    fn bits_are_independent_and_out_of_range_is_empty() {
+        let mut bits = SlotBits::new(130);
+        bits.set(0);
+        bits.set(64);
+        bits.set_if(129, true);
+        bits.set_if(1, false);
+        assert!(bits.get(0) && bits.get(64) && bits.get(129));
+        assert!(!bits.get(1) && !bits.get(63) && !bits.get(128));
+        bits.clear(64);
+        assert!(!bits.get(64) && bits.get(0));
+        bits.set(1 << 20);
+        assert!(!bits.get(1 << 20));
+    }
+}
