@@ -17,14 +17,12 @@ pub(crate) const NIL: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Member {
     pub(crate) pos: Pos,
-    pub(crate) id: u64,
     pub(crate) layers: u32,
     next: u32,
 }
 
 const VACANT: Member = Member {
     pos: Pos::new(crate::Fix::ZERO, crate::Fix::ZERO),
-    id: 0,
     layers: 0,
     next: NIL,
 };
@@ -226,18 +224,9 @@ impl Grid {
         }
     }
 
-    pub(crate) fn insert(
-        &mut self,
-        cell: u32,
-        slot: u32,
-        observer: bool,
-        pos: Pos,
-        id: u64,
-        layers: u32,
-    ) {
+    pub(crate) fn insert(&mut self, cell: u32, slot: u32, observer: bool, pos: Pos, layers: u32) {
         let member = Member {
             pos,
-            id,
             layers,
             next: NIL,
         };
@@ -286,13 +275,13 @@ mod tests {
     fn membership_follows_insert_and_remove() {
         let mut g = Grid::new(3, 3, 8);
         let p = Pos::from_ints(0, 0);
-        g.insert(4, 0, false, p, 10, 1);
-        g.insert(4, 1, true, p, 11, 1);
-        g.insert(4, 2, false, p, 12, 1);
+        g.insert(4, 0, false, p, 1);
+        g.insert(4, 1, true, p, 1);
+        g.insert(4, 2, false, p, 1);
         g.remove(4, 1, true);
-        let mut got: Vec<u64> = g.members(4).map(|(_, m)| m.id).collect();
+        let mut got: Vec<u32> = g.members(4).map(|(slot, _)| slot).collect();
         got.sort_unstable();
-        assert_eq!(got, [10, 12]);
+        assert_eq!(got, [0, 2]);
         assert_eq!(g.observers(4).count(), 0);
         let ring: Vec<u32> = g.ring(0, 1).cells().collect();
         assert_eq!(ring, [0, 1, 3, 4]);

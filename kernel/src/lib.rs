@@ -121,6 +121,7 @@ mod fixed_point;
 mod grid;
 mod id_index;
 mod packed;
+mod scan;
 mod slot_bits;
 mod snapshot;
 mod throttle;

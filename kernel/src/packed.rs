@@ -9,16 +9,23 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::fixed_point::Pos;
 use crate::grid::Grid;
 
 pub(crate) struct PackedCells {
     /// `start[c]..start[c + 1]` indexes cell `c`'s entities.
     start: Vec<u32>,
-    pos: Vec<Pos>,
-    ids: Vec<u64>,
+    xs: Vec<i64>,
+    ys: Vec<i64>,
     layers: Vec<u32>,
     slots: Vec<u32>,
+}
+
+/// One contiguous run of the copy: parallel slices.
+pub(crate) struct Run<'a> {
+    pub(crate) slots: &'a [u32],
+    pub(crate) xs: &'a [i64],
+    pub(crate) ys: &'a [i64],
+    pub(crate) layers: &'a [u32],
 }
 
 impl PackedCells {
@@ -26,8 +33,8 @@ impl PackedCells {
         let n = slots as usize;
         PackedCells {
             start: vec![0; cells as usize + 1],
-            pos: vec![Pos::default(); n],
-            ids: vec![0; n],
+            xs: vec![0; n],
+            ys: vec![0; n],
             layers: vec![0; n],
             slots: vec![0; n],
         }
@@ -42,8 +49,8 @@ impl PackedCells {
             self.start[cell] = at as u32;
             // Cell indices are below width × height ≤ 2^24.
             for (slot, m) in grid.members(cell as u32) {
-                self.pos[at] = m.pos;
-                self.ids[at] = m.id;
+                self.xs[at] = m.pos.x.to_bits();
+                self.ys[at] = m.pos.y.to_bits();
                 self.layers[at] = m.layers;
                 self.slots[at] = slot;
                 at += 1;
@@ -53,20 +60,14 @@ impl PackedCells {
         self.start[cells] = at as u32;
     }
 
-    /// `(slot, pos, id, layers)` of every entity in cells `first..=last`
-    /// (one row of a ring), as one contiguous run.
-    pub(crate) fn run(
-        &self,
-        first: u32,
-        last: u32,
-    ) -> impl Iterator<Item = (u32, Pos, u64, u32)> + '_ {
+    /// Every entity in cells `first..=last` (one row of a ring).
+    pub(crate) fn run(&self, first: u32, last: u32) -> Run<'_> {
         let run = self.start[first as usize] as usize..self.start[last as usize + 1] as usize;
-        // Zipped slices: no per-element bounds checks in the hot loop.
-        self.slots[run.clone()]
-            .iter()
-            .zip(&self.pos[run.clone()])
-            .zip(&self.ids[run.clone()])
-            .zip(&self.layers[run])
-            .map(|(((&s, &p), &id), &l)| (s, p, id, l))
+        Run {
+            slots: &self.slots[run.clone()],
+            xs: &self.xs[run.clone()],
+            ys: &self.ys[run.clone()],
+            layers: &self.layers[run],
+        }
     }
 }

@@ -13,6 +13,7 @@ use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::Grid;
 use crate::id_index::IdIndex;
 use crate::packed::PackedCells;
+use crate::scan::{Candidates, Reach};
 use crate::slot_bits::SlotBits;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
@@ -88,6 +89,8 @@ pub(crate) struct Entity {
     /// `r²` and `(r + hysteresis)²` in raw units.
     pub(crate) enter2: u128,
     pub(crate) stay2: u128,
+    /// Every entity of its ring is less than `2^31` raw away on each axis.
+    pub(crate) near: bool,
     /// This entity's current term in the digest's entity sum.
     pub(crate) hash: u64,
 }
@@ -115,6 +118,7 @@ impl Entity {
         ring: 0,
         enter2: 0,
         stay2: 0,
+        near: false,
         hash: 0,
     };
 
@@ -158,73 +162,6 @@ impl Entity {
                 .word(s.tick),
         };
         h.finish()
-    }
-}
-
-/// A candidate subject while an observer's view is rebuilt.
-#[derive(Clone, Copy, Debug, Default)]
-struct Candidate {
-    id: EntityId,
-    slot: u32,
-}
-
-/// A fixed buffer of candidates that appends without branching: every
-/// scanned entity is written, and the length only advances for the visible
-/// ones. Visibility is close to a coin toss per entity, so a branch would
-/// mispredict often.
-struct Candidates {
-    buf: Vec<Candidate>,
-    len: usize,
-}
-
-impl Candidates {
-    /// Room for every entity but the observer, plus the one speculative write.
-    fn new(max_entities: u32) -> Self {
-        Candidates {
-            buf: vec![Candidate::default(); max_entities as usize + 1],
-            len: 0,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    #[inline(always)]
-    fn push_if(&mut self, candidate: Candidate, keep: bool) {
-        // len ≤ entities scanned so far < buf.len(), so the write is in bounds.
-        if let Some(at) = self.buf.get_mut(self.len) {
-            *at = candidate;
-            self.len += usize::from(keep);
-        }
-    }
-
-    fn as_slice(&self) -> &[Candidate] {
-        &self.buf[..self.len]
-    }
-}
-
-/// The visibility rule for one observer's rebuild, applied to each entity
-/// of its ring.
-struct CandidateFilter<'a> {
-    observer: &'a Entity,
-    observer_slot: u32,
-    radius_mode: bool,
-    was: &'a SlotBits,
-}
-
-impl CandidateFilter<'_> {
-    #[inline(always)]
-    fn consider(&self, slot: u32, pos: Pos, id: EntityId, layers: u32, out: &mut Candidates) {
-        let o = self.observer;
-        let mut keep = (layers & o.interest != 0) & (slot != self.observer_slot);
-        // In grid mode the ring of one cell is exactly the nine-grid.
-        if self.radius_mode {
-            let dist2 = o.cur.pos.dist2_raw(pos);
-            let stays = o.stay2 != o.enter2 && dist2 <= o.stay2 && self.was.get(slot);
-            keep &= (dist2 <= o.enter2) | stays;
-        }
-        out.push_if(Candidate { id, slot }, keep);
     }
 }
 
@@ -558,6 +495,8 @@ impl World {
             ring,
             enter2,
             stay2,
+            near: u128::from(ring + 1) * u128::from(self.config.cell_size.to_bits().unsigned_abs())
+                < 1 << 31,
             hash: 0,
         };
         self.mark_churn(slot);
@@ -565,8 +504,7 @@ impl World {
         self.slot_ids[slot as usize] = s.id;
         self.motions[slot as usize] = motion;
         self.index.insert(s.id, slot);
-        self.grid
-            .insert(cell, slot, s.observer, s.pos, s.id, s.layers);
+        self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
         self.count += 1;
         if s.observer {
             self.observers += 1;
@@ -617,7 +555,7 @@ impl World {
             let (old, observer, layers) = (e.cell, e.is_observer(), e.layers);
             e.cell = cell;
             self.grid.remove(old, slot, observer);
-            self.grid.insert(cell, slot, observer, m.pos, m.id, layers);
+            self.grid.insert(cell, slot, observer, m.pos, layers);
         }
         self.touch(slot, t);
         Ok(())
@@ -769,50 +707,54 @@ impl World {
         }
 
         self.candidates.clear();
-        let filter = CandidateFilter {
-            observer: &o,
-            observer_slot: slot,
-            radius_mode: self.config.visibility == Visibility::Radius,
-            was: &self.was,
+        let reach = Reach {
+            slot,
+            interest: o.interest,
+            x: o.cur.pos.x.to_bits(),
+            y: o.cur.pos.y.to_bits(),
+            radius: (self.config.visibility == Visibility::Radius).then_some((o.enter2, o.stay2)),
+            near: o.near,
         };
         let ring = self.grid.ring(o.cell, o.ring);
         if self.use_packed {
             for (first, last) in ring.rows() {
-                for (s, pos, id, layers) in self.packed.run(first, last) {
-                    filter.consider(s, pos, id, layers, &mut self.candidates);
-                }
+                let run = self.packed.run(first, last);
+                self.candidates
+                    .scan(&reach, run.slots, run.xs, run.ys, run.layers, &self.was);
             }
         } else {
             for c in ring.cells() {
                 for (s, m) in self.grid.members(c) {
-                    filter.consider(s, m.pos, m.id, m.layers, &mut self.candidates);
+                    let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
+                    let keep = reach.sees(s, x, y, m.layers, &self.was);
+                    self.candidates.push_if(s, keep);
                 }
             }
         }
 
         let max_view = self.config.max_view as usize;
-        if self.candidates.len > max_view {
+        if self.candidates.len() > max_view {
             // Crowds only: rank by (dist², id) once, then keep the nearest.
             let from = o.cur.pos;
             self.ranked.clear();
-            for c in self.candidates.as_slice() {
-                let dist2 = from.dist2_raw(self.motions[c.slot as usize].pos);
-                self.ranked.push((dist2, c.id, c.slot));
+            for &s in self.candidates.as_slice() {
+                let dist2 = from.dist2_raw(self.motions[s as usize].pos);
+                self.ranked.push((dist2, self.slot_ids[s as usize], s));
             }
             if max_view > 0 {
                 self.ranked.select_nth_unstable(max_view - 1);
             }
             self.ranked.truncate(max_view);
             self.candidates.clear();
-            for &(_, id, slot) in &self.ranked {
-                self.candidates.push_if(Candidate { id, slot }, true);
+            for &(_, _, s) in &self.ranked {
+                self.candidates.push_if(s, true);
             }
         }
         self.entered.clear();
-        for c in self.candidates.as_slice() {
-            self.now.set(c.slot);
-            if !self.was.get(c.slot) {
-                self.entered.push((c.id, c.slot));
+        for &s in self.candidates.as_slice() {
+            self.now.set(s);
+            if !self.was.get(s) {
+                self.entered.push((self.slot_ids[s as usize], s));
             }
         }
         self.entered.sort_unstable_by_key(|&(id, _)| id);
@@ -957,18 +899,12 @@ impl World {
             if !in_ring || !in_reach || sub.layers & e.interest == 0 {
                 return false;
             }
-            self.candidates.push_if(
-                Candidate {
-                    id: subject,
-                    slot: s,
-                },
-                true,
-            );
+            self.candidates.push_if(s, true);
         }
-        for c in self.candidates.as_slice() {
-            self.sums.add_pair(id, c.id);
+        for &subject in view {
+            self.sums.add_pair(id, subject);
         }
-        let slots: Vec<u32> = self.candidates.as_slice().iter().map(|c| c.slot).collect();
+        let slots: Vec<u32> = self.candidates.as_slice().to_vec();
         self.views.set(e.view, &slots);
         true
     }

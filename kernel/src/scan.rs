@@ -1,0 +1,133 @@
+//! The candidate scan: the visibility rule applied to every entity of an
+//! observer's ring, the innermost loop of a view rebuild.
+//!
+//! Visible slots are appended without branching: every scanned slot is
+//! written, and the length only advances for visible ones. Visibility is
+//! close to a coin toss per entity, so a branch would mispredict often.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::slot_bits::SlotBits;
+
+/// What the rule needs to know about the observer.
+pub(crate) struct Reach {
+    pub(crate) slot: u32,
+    pub(crate) interest: u32,
+    pub(crate) x: i64,
+    pub(crate) y: i64,
+    /// Radius mode: `r²` and `(r + hysteresis)²` in raw units. Grid mode
+    /// has no distance test (the ring of one cell is the nine-grid).
+    pub(crate) radius: Option<(u128, u128)>,
+    /// Every candidate's offset on each axis is below `2^31` raw, so
+    /// squares fit 64 bits.
+    pub(crate) near: bool,
+}
+
+/// A fixed buffer of visible candidate slots.
+pub(crate) struct Candidates {
+    buf: Vec<u32>,
+    len: usize,
+}
+
+impl Candidates {
+    /// Room for every entity but the observer, plus the one speculative write.
+    pub(crate) fn new(max_entities: u32) -> Self {
+        Candidates {
+            buf: vec![0; max_entities as usize + 1],
+            len: 0,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u32] {
+        &self.buf[..self.len]
+    }
+
+    #[inline(always)]
+    pub(crate) fn push_if(&mut self, slot: u32, keep: bool) {
+        // len ≤ entities scanned so far < buf.len(), so the write is in bounds.
+        if let Some(at) = self.buf.get_mut(self.len) {
+            *at = slot;
+            self.len += usize::from(keep);
+        }
+    }
+
+    /// Scans one run of entities (parallel slices). `was` is the
+    /// observer's old view, which hysteresis lets stay out to the stay radius.
+    #[inline(always)]
+    pub(crate) fn scan(
+        &mut self,
+        reach: &Reach,
+        slots: &[u32],
+        xs: &[i64],
+        ys: &[i64],
+        layers: &[u32],
+        was: &SlotBits,
+    ) {
+        let n = slots.len();
+        let (xs, ys, layers) = (&xs[..n], &ys[..n], &layers[..n]);
+        // Each entity is scanned at most once per rebuild, so len + n stays
+        // within the buffer; locals keep the loop out of memory.
+        let out = &mut self.buf[self.len..];
+        let mut k = 0;
+        match reach.radius {
+            // The common case gets its own loop: 64-bit squares, no hysteresis.
+            Some((enter2, stay2)) if reach.near && enter2 == stay2 => {
+                // near ⇒ dist² < 2^63, so a clamped r² compares the same.
+                let enter2 = u64::try_from(enter2).unwrap_or(u64::MAX);
+                let (ox, oy) = (reach.x, reach.y);
+                for i in 0..n {
+                    let (dx, dy) = (xs[i].wrapping_sub(ox), ys[i].wrapping_sub(oy));
+                    let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
+                    let keep = (layers[i] & reach.interest != 0)
+                        & (slots[i] != reach.slot)
+                        & (dist2 <= enter2);
+                    if let Some(at) = out.get_mut(k) {
+                        *at = slots[i];
+                    }
+                    k += usize::from(keep);
+                }
+            }
+            _ => {
+                for i in 0..n {
+                    let keep = reach.sees(slots[i], xs[i], ys[i], layers[i], was);
+                    if let Some(at) = out.get_mut(k) {
+                        *at = slots[i];
+                    }
+                    k += usize::from(keep);
+                }
+            }
+        }
+        self.len += k;
+    }
+}
+
+impl Reach {
+    /// The rule for one entity, in full.
+    #[inline(always)]
+    pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, was: &SlotBits) -> bool {
+        let mut keep = (layers & self.interest != 0) & (slot != self.slot);
+        if let Some((enter2, stay2)) = self.radius {
+            let dist2 = dist2_raw(x, y, self.x, self.y);
+            let stays = stay2 != enter2 && dist2 <= stay2 && was.get(slot);
+            keep &= (dist2 <= enter2) | stays;
+        }
+        keep
+    }
+}
+
+/// `crate::fixed_point::Pos::dist2_raw` on raw coordinates.
+#[inline(always)]
+fn dist2_raw(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
+    let dx = u128::from(x.abs_diff(ox));
+    let dy = u128::from(y.abs_diff(oy));
+    (dx * dx).saturating_add(dy * dy)
+}
