@@ -173,8 +173,14 @@ impl Config {
 }
 
 fn axis_cell(p: Fix, origin: Fix, cell: Fix, cells: u32) -> Option<u32> {
-    let rel = i128::from(p.to_bits()) - i128::from(origin.to_bits());
-    let c = rel.div_euclid(i128::from(cell.to_bits()));
+    let c = match p.to_bits().checked_sub(origin.to_bits()) {
+        // The common case: one hardware division instead of a 128-bit one.
+        Some(rel) => i128::from(rel.div_euclid(cell.to_bits())),
+        None => {
+            let rel = i128::from(p.to_bits()) - i128::from(origin.to_bits());
+            rel.div_euclid(i128::from(cell.to_bits()))
+        }
+    };
     if (0..i128::from(cells)).contains(&c) {
         u32::try_from(c).ok()
     } else {

@@ -68,6 +68,7 @@ impl Views {
     }
 
     /// Subject slots, in ascending order of subject id.
+    #[inline]
     pub(crate) fn slots(&self, v: u32) -> &[u32] {
         let start = self.start[v as usize] as usize;
         &self.store[start..start + self.len[v as usize] as usize]
