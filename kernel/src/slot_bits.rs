@@ -40,6 +40,15 @@ impl SlotBits {
         self.set_if(slot, true);
     }
 
+    /// Empties the word of 64 slots that holds `slot`: a plain store, with
+    /// no read to wait on, for emptying a whole set after its last read.
+    #[inline(always)]
+    pub(crate) fn clear_word(&mut self, slot: u32) {
+        if let Some(w) = self.words.get_mut(slot as usize / 64) {
+            *w = 0;
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn clear(&mut self, slot: u32) {
         if let Some(w) = self.words.get_mut(slot as usize / 64) {
@@ -63,6 +72,9 @@ mod tests {
         assert!(!bits.get(1) && !bits.get(63) && !bits.get(128));
         bits.clear(64);
         assert!(!bits.get(64) && bits.get(0));
+        bits.set(65);
+        bits.clear_word(0);
+        assert!(!bits.get(0) && !bits.get(1) && bits.get(65));
         bits.set(1 << 20);
         assert!(!bits.get(1 << 20));
     }

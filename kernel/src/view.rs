@@ -28,6 +28,8 @@ pub(crate) struct Views {
     used: u32,
     /// Write cursor in the back half while a pass runs.
     pass: Option<u32>,
+    /// A copy of the view being rewritten in place.
+    scratch: Vec<u32>,
     start: Vec<u32>,
     len: Vec<u32>,
     cap: Vec<u32>,
@@ -45,6 +47,7 @@ impl Views {
             front: 0,
             used: 0,
             pass: None,
+            scratch: vec![0; max_view as usize],
             start: vec![0; max_observers as usize],
             len: vec![0; max_observers as usize],
             cap: vec![0; max_observers as usize],
@@ -107,33 +110,42 @@ impl Views {
         let kept = keep.iter().filter(|&&k| k).count();
         // kept + entered ≤ max_view ≤ 2^27.
         let total = ((kept + entered.len()) as u32).min(self.max_view);
+        let len = self.len[vi] as usize;
+        // An empty view's start may name the other half: it was never moved.
+        let old = if len == 0 { self.front } else { self.start[vi] } as usize;
         let at = match self.pass {
             Some(cursor) => {
                 self.pass = Some(cursor + total);
                 self.cap[vi] = total;
                 cursor
             }
-            None if total <= self.cap[vi] => self.start[vi],
-            None => self.room_for(v, total),
-        };
-        // Kept entries first, in order. Outside a pass the old run now starts
-        // at `at`, so a forward copy reads each entry before overwriting it.
-        let old = self.start[vi] as usize..(self.start[vi] + self.len[vi]) as usize;
-        let mut w = at as usize;
-        for (k, &on) in old.clone().zip(keep) {
-            if on {
-                self.store[w] = self.store[k];
-                w += 1;
+            None => {
+                // Outside a pass the merge reads a copy: it may write over the old run.
+                self.scratch[..len].copy_from_slice(&self.store[old..old + len]);
+                if total <= self.cap[vi] {
+                    self.start[vi]
+                } else {
+                    self.room_for(v, total)
+                }
             }
+        } as usize;
+        let out = at..at + total as usize;
+        if self.pass.is_some() {
+            // The old run is in the front half and `out` in the back one.
+            let (low, high) = self.store.split_at_mut(self.half as usize);
+            let h = self.half as usize;
+            if self.front == 0 {
+                let dst = &mut high[out.start - h..out.end - h];
+                merge_forward(&low[old..old + len], keep, entered, id_of, dst);
+            } else {
+                let dst = &mut low[out];
+                merge_forward(&high[old - h..old - h + len], keep, entered, id_of, dst);
+            }
+        } else {
+            let src = &self.scratch[..len];
+            merge_forward(src, keep, entered, id_of, &mut self.store[out]);
         }
-        let base = at as usize;
-        merge_from_back(
-            &mut self.store[base..base + total as usize],
-            kept,
-            entered,
-            id_of,
-        );
-        self.start[vi] = at;
+        self.start[vi] = at as u32;
         self.len[vi] = total;
     }
 
@@ -147,11 +159,8 @@ impl Views {
         if self.cap[v as usize] >= total {
             return self.start[v as usize];
         }
+        // The old run stays behind: callers have read it already.
         let at = self.used;
-        // Move the old run first so the rewrite reads it from `at` onwards.
-        let old = self.start[v as usize] as usize;
-        let len = self.len[v as usize] as usize;
-        self.store.copy_within(old..old + len, at as usize);
         self.start[v as usize] = at;
         self.cap[v as usize] = total;
         self.used += total;
@@ -196,28 +205,40 @@ impl Views {
     }
 }
 
-/// Merges `entered` into `out`, whose first `kept` entries are sorted by
-/// `id_of`, filling `out` from the back so that nothing is overwritten
-/// before it is read. Each entered subject finds its place by binary
-/// search, so only a few kept ids are ever looked up.
-fn merge_from_back(
-    out: &mut [u32],
-    kept: usize,
+/// Writes the kept entries of `old` merged with `entered` into `out`, in
+/// id order. A kept id is looked up only while entered subjects remain to
+/// be placed; the lookups do not depend on one another, so they overlap.
+fn merge_forward(
+    old: &[u32],
+    keep: &[bool],
     entered: &[(u64, u32)],
     id_of: impl Fn(u32) -> u64,
+    out: &mut [u32],
 ) {
-    let (mut end, mut w) = (kept, out.len());
-    for &(id, slot) in entered.iter().rev() {
-        let p = out[..end].partition_point(|&s| id_of(s) < id);
-        let run = end - p;
-        if w < run + 1 {
-            // Only when more entered than max_view allows; never by contract.
-            break;
+    let mut w = 0;
+    let mut put = |slot: u32| {
+        // Never short by contract; a result over max_view is truncated.
+        if let Some(at) = out.get_mut(w) {
+            *at = slot;
+            w += 1;
         }
-        out.copy_within(p..end, w - run);
-        w -= run + 1;
-        out[w] = slot;
-        end = p;
+    };
+    let mut next = 0;
+    for (&slot, &on) in old.iter().zip(keep) {
+        if !on {
+            continue;
+        }
+        if next < entered.len() {
+            let id = id_of(slot);
+            while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
+                put(e);
+                next += 1;
+            }
+        }
+        put(slot);
+    }
+    for &(_, e) in entered.get(next..).unwrap_or(&[]) {
+        put(e);
     }
 }
 
@@ -264,7 +285,20 @@ mod tests {
         assert_eq!(ids(&views, a), [0, 1, 3, 9]);
         assert!(ids(&views, b).is_empty());
         views.release(b);
+        views.begin_pass();
+        views.rewrite(c, &[true; 3], &[], id_of);
+        views.rewrite(a, &[true; 4], &[], id_of);
+        views.end_pass();
+        // b's slot comes back with a start in the half that is now the back.
         let d = views.alloc().unwrap();
         assert!(views.slots(d).is_empty());
+        views.begin_pass();
+        views.rewrite(a, &[true; 4], &[], id_of);
+        views.rewrite(d, &[], &[(50, 5)], id_of);
+        views.rewrite(c, &[true; 3], &[], id_of);
+        views.end_pass();
+        assert_eq!(ids(&views, d), [5]);
+        assert_eq!(ids(&views, a), [0, 1, 3, 9]);
+        assert_eq!(ids(&views, c), [1, 7, 11]);
     }
 }

@@ -770,8 +770,6 @@ impl World {
         for k in 0..self.views.slots(view).len() {
             let s = self.views.slots(view)[k];
             let kept = self.was.get(s) & self.now.get(s);
-            self.was.clear(s);
-            self.now.clear(s);
             self.kept.push(kept);
             if !kept {
                 let subject = self.old_id(s);
@@ -783,8 +781,15 @@ impl World {
                 events += 1;
             }
         }
+        // Both sets are read for the last time: empty them.
+        for &s in self.views.slots(view) {
+            self.was.clear_word(s);
+            self.now.clear_word(s);
+        }
+        for &(_, s) in &self.entered {
+            self.now.clear_word(s);
+        }
         for &(id, s) in &self.entered {
-            self.now.clear(s);
             let m = &self.motions[s as usize];
             sink.event(Event::Enter {
                 observer: o.id,
