@@ -126,6 +126,7 @@ mod slot_bits;
 mod snapshot;
 mod throttle;
 mod view;
+mod view_marks;
 mod world;
 
 pub use command::{Command, CommandKind, EntityId, Move, Spawn};

@@ -8,7 +8,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::slot_bits::SlotBits;
+use crate::view_marks::ViewMarks;
 
 /// What the rule needs to know about the observer.
 pub(crate) struct Reach {
@@ -60,7 +60,7 @@ impl Candidates {
         }
     }
 
-    /// Scans one run of entities (parallel slices). `was` is the
+    /// Scans one run of entities (parallel slices). `marks` holds the
     /// observer's old view, which hysteresis lets stay out to the stay radius.
     #[inline(always)]
     pub(crate) fn scan(
@@ -70,7 +70,7 @@ impl Candidates {
         xs: &[i64],
         ys: &[i64],
         layers: &[u32],
-        was: &SlotBits,
+        marks: &ViewMarks,
     ) {
         let n = slots.len();
         let (xs, ys, layers) = (&xs[..n], &ys[..n], &layers[..n]);
@@ -98,7 +98,7 @@ impl Candidates {
             }
             _ => {
                 for i in 0..n {
-                    let keep = reach.sees(slots[i], xs[i], ys[i], layers[i], was);
+                    let keep = reach.sees(slots[i], xs[i], ys[i], layers[i], marks);
                     if let Some(at) = out.get_mut(k) {
                         *at = slots[i];
                     }
@@ -113,11 +113,11 @@ impl Candidates {
 impl Reach {
     /// The rule for one entity, in full.
     #[inline(always)]
-    pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, was: &SlotBits) -> bool {
+    pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, marks: &ViewMarks) -> bool {
         let mut keep = (layers & self.interest != 0) & (slot != self.slot);
         if let Some((enter2, stay2)) = self.radius {
             let dist2 = dist2_raw(x, y, self.x, self.y);
-            let stays = stay2 != enter2 && dist2 <= stay2 && was.get(slot);
+            let stays = stay2 != enter2 && dist2 <= stay2 && marks.was(slot);
             keep &= (dist2 <= enter2) | stays;
         }
         keep

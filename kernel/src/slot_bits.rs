@@ -1,7 +1,7 @@
-//! One bit per entity slot, for the per-observer and per-tick sets a view
-//! rebuild tests for every subject it looks at.
+//! One bit per entity slot, for the per-tick sets a view rebuild tests
+//! (subjects due an update, slots churned this tick).
 //!
-//! A set of `max_entities` bits is an eighth of a `u64` per slot, so at
+//! A set of `max_entities` bits is an eighth of a byte per slot, so at
 //! realistic sizes it stays in the first-level cache, where per-slot records
 //! scattered over the entity table would miss. Every set is emptied by the
 //! code that filled it, by clearing exactly the bits it set.
@@ -40,15 +40,6 @@ impl SlotBits {
         self.set_if(slot, true);
     }
 
-    /// Empties the word of 64 slots that holds `slot`: a plain store, with
-    /// no read to wait on, for emptying a whole set after its last read.
-    #[inline(always)]
-    pub(crate) fn clear_word(&mut self, slot: u32) {
-        if let Some(w) = self.words.get_mut(slot as usize / 64) {
-            *w = 0;
-        }
-    }
-
     #[inline(always)]
     pub(crate) fn clear(&mut self, slot: u32) {
         if let Some(w) = self.words.get_mut(slot as usize / 64) {
@@ -72,9 +63,6 @@ mod tests {
         assert!(!bits.get(1) && !bits.get(63) && !bits.get(128));
         bits.clear(64);
         assert!(!bits.get(64) && bits.get(0));
-        bits.set(65);
-        bits.clear_word(0);
-        assert!(!bits.get(0) && !bits.get(1) && bits.get(65));
         bits.set(1 << 20);
         assert!(!bits.get(1 << 20));
     }

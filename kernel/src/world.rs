@@ -17,6 +17,7 @@ use crate::scan::{Candidates, Reach};
 use crate::slot_bits::SlotBits;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
+use crate::view_marks::ViewMarks;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -231,8 +232,7 @@ pub struct World {
     /// Subjects whose update is due this tick.
     due: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
-    was: SlotBits,
-    now: SlotBits,
+    marks: ViewMarks,
     /// Each slot's current motion, a compact copy of `Entity::cur` for the
     /// Enter and Update events of view rebuilds.
     motions: Vec<Motion>,
@@ -289,8 +289,7 @@ impl World {
             churn: Vec::with_capacity(n),
             prior_ids: vec![0; n],
             due: SlotBits::new(config.max_entities),
-            was: SlotBits::new(config.max_entities),
-            now: SlotBits::new(config.max_entities),
+            marks: ViewMarks::new(config.max_entities),
             motions: vec![Motion::default(); n],
         };
         world.digest = world.compute_digest();
@@ -702,11 +701,11 @@ impl World {
             .all(|&s| self.churned.get(s) || self.entities[s as usize].alive));
         if self.churn.is_empty() {
             for &s in self.views.slots(view) {
-                self.was.set(s);
+                self.marks.set_was(s, true);
             }
         } else {
             for &s in self.views.slots(view) {
-                self.was.set_if(s, !self.churned.get(s));
+                self.marks.set_was(s, !self.churned.get(s));
             }
         }
 
@@ -724,13 +723,13 @@ impl World {
             for (first, last) in ring.rows() {
                 let run = self.packed.run(first, last);
                 self.candidates
-                    .scan(&reach, run.slots, run.xs, run.ys, run.layers, &self.was);
+                    .scan(&reach, run.slots, run.xs, run.ys, run.layers, &self.marks);
             }
         } else {
             for c in ring.cells() {
                 for (s, m) in self.grid.members(c) {
                     let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
-                    let keep = reach.sees(s, x, y, m.layers, &self.was);
+                    let keep = reach.sees(s, x, y, m.layers, &self.marks);
                     self.candidates.push_if(s, keep);
                 }
             }
@@ -756,8 +755,8 @@ impl World {
         }
         self.entered.clear();
         for &s in self.candidates.as_slice() {
-            self.now.set(s);
-            if !self.was.get(s) {
+            self.marks.set_now(s);
+            if !self.marks.was(s) {
                 self.entered.push((self.slot_ids[s as usize], s));
             }
         }
@@ -769,7 +768,7 @@ impl World {
         self.kept.clear();
         for k in 0..self.views.slots(view).len() {
             let s = self.views.slots(view)[k];
-            let kept = self.was.get(s) & self.now.get(s);
+            let kept = self.marks.kept(s);
             self.kept.push(kept);
             if !kept {
                 let subject = self.old_id(s);
@@ -783,11 +782,10 @@ impl World {
         }
         // Both sets are read for the last time: empty them.
         for &s in self.views.slots(view) {
-            self.was.clear_word(s);
-            self.now.clear_word(s);
+            self.marks.clear(s);
         }
         for &(_, s) in &self.entered {
-            self.now.clear_word(s);
+            self.marks.clear(s);
         }
         for &(id, s) in &self.entered {
             let m = &self.motions[s as usize];
