@@ -97,15 +97,9 @@ impl Views {
 
     /// Rewrites a view as its entries flagged in `keep` (one flag per
     /// entry, in order), merged with `entered` (ascending ids, disjoint from
-    /// the kept ones); `id_of` names a kept slot's subject. The caller
+    /// the kept ones); `ids` are the old entries' subject ids. The caller
     /// guarantees the result fits `max_view`.
-    pub(crate) fn rewrite(
-        &mut self,
-        v: u32,
-        keep: &[bool],
-        entered: &[(u64, u32)],
-        id_of: impl Fn(u32) -> u64,
-    ) {
+    pub(crate) fn rewrite(&mut self, v: u32, keep: &[bool], ids: &[u64], entered: &[(u64, u32)]) {
         let vi = v as usize;
         let kept = keep.iter().filter(|&&k| k).count();
         // kept + entered ≤ max_view ≤ 2^27.
@@ -136,14 +130,14 @@ impl Views {
             let h = self.half as usize;
             if self.front == 0 {
                 let dst = &mut high[out.start - h..out.end - h];
-                merge_forward(&low[old..old + len], keep, entered, id_of, dst);
+                merge_forward(&low[old..old + len], keep, ids, entered, dst);
             } else {
                 let dst = &mut low[out];
-                merge_forward(&high[old - h..old - h + len], keep, entered, id_of, dst);
+                merge_forward(&high[old - h..old - h + len], keep, ids, entered, dst);
             }
         } else {
             let src = &self.scratch[..len];
-            merge_forward(src, keep, entered, id_of, &mut self.store[out]);
+            merge_forward(src, keep, ids, entered, &mut self.store[out]);
         }
         self.start[vi] = at as u32;
         self.len[vi] = total;
@@ -205,16 +199,9 @@ impl Views {
     }
 }
 
-/// Writes the kept entries of `old` merged with `entered` into `out`, in
-/// id order. A kept id is looked up only while entered subjects remain to
-/// be placed; the lookups do not depend on one another, so they overlap.
-fn merge_forward(
-    old: &[u32],
-    keep: &[bool],
-    entered: &[(u64, u32)],
-    id_of: impl Fn(u32) -> u64,
-    out: &mut [u32],
-) {
+/// Writes the kept entries of `old` (ids in `ids`) merged with `entered`
+/// into `out`, in id order.
+fn merge_forward(old: &[u32], keep: &[bool], ids: &[u64], entered: &[(u64, u32)], out: &mut [u32]) {
     let mut w = 0;
     let mut put = |slot: u32| {
         // Never short by contract; a result over max_view is truncated.
@@ -224,16 +211,13 @@ fn merge_forward(
         }
     };
     let mut next = 0;
-    for (&slot, &on) in old.iter().zip(keep) {
+    for ((&slot, &id), &on) in old.iter().zip(ids).zip(keep) {
         if !on {
             continue;
         }
-        if next < entered.len() {
-            let id = id_of(slot);
-            while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
-                put(e);
-                next += 1;
-            }
+        while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
+            put(e);
+            next += 1;
         }
         put(slot);
     }
@@ -252,10 +236,14 @@ mod tests {
         views.slots(v).to_vec()
     }
 
+    /// Slot s names subject id s * 10, so slot order is id order.
+    fn rewrite(views: &mut Views, v: u32, keep: &[bool], entered: &[(u64, u32)]) {
+        let old: Vec<u64> = views.slots(v).iter().map(|&s| u64::from(s) * 10).collect();
+        views.rewrite(v, keep, &old, entered);
+    }
+
     #[test]
     fn rewrites_merge_in_place_grow_pack_and_pass() {
-        // Slot s names subject id s * 10, so slot order is id order.
-        let id_of = |s: u32| u64::from(s) * 10;
         let mut views = Views::new(3, 4);
         let (a, b, c) = (
             views.alloc().unwrap(),
@@ -264,12 +252,12 @@ mod tests {
         );
         views.set(a, &[1, 5, 9]);
         views.set(b, &[2]);
-        views.rewrite(a, &[true, false, true], &[(30, 3)], id_of);
+        rewrite(&mut views, a, &[true, false, true], &[(30, 3)]);
         assert_eq!(ids(&views, a), [1, 3, 9]);
         // b grows beyond its run, repeatedly, until the half is full and packs.
         for extra in [4, 6, 8] {
             let keep = vec![true; views.slots(b).len()];
-            views.rewrite(b, &keep, &[(u64::from(extra) * 10, extra)], id_of);
+            rewrite(&mut views, b, &keep, &[(u64::from(extra) * 10, extra)]);
         }
         assert_eq!(ids(&views, b), [2, 4, 6, 8]);
         assert_eq!(ids(&views, a), [1, 3, 9]);
@@ -277,25 +265,25 @@ mod tests {
         assert_eq!(ids(&views, c), [0, 7]);
         // A pass rewrites all three into the other half, in this order.
         views.begin_pass();
-        views.rewrite(c, &[false, true], &[(10, 1), (110, 11)], id_of);
-        views.rewrite(a, &[true, true, true], &[(0, 0)], id_of);
-        views.rewrite(b, &[false, false, false, false], &[], id_of);
+        rewrite(&mut views, c, &[false, true], &[(10, 1), (110, 11)]);
+        rewrite(&mut views, a, &[true, true, true], &[(0, 0)]);
+        rewrite(&mut views, b, &[false, false, false, false], &[]);
         views.end_pass();
         assert_eq!(ids(&views, c), [1, 7, 11]);
         assert_eq!(ids(&views, a), [0, 1, 3, 9]);
         assert!(ids(&views, b).is_empty());
         views.release(b);
         views.begin_pass();
-        views.rewrite(c, &[true; 3], &[], id_of);
-        views.rewrite(a, &[true; 4], &[], id_of);
+        rewrite(&mut views, c, &[true; 3], &[]);
+        rewrite(&mut views, a, &[true; 4], &[]);
         views.end_pass();
         // b's slot comes back with a start in the half that is now the back.
         let d = views.alloc().unwrap();
         assert!(views.slots(d).is_empty());
         views.begin_pass();
-        views.rewrite(a, &[true; 4], &[], id_of);
-        views.rewrite(d, &[], &[(50, 5)], id_of);
-        views.rewrite(c, &[true; 3], &[], id_of);
+        rewrite(&mut views, a, &[true; 4], &[]);
+        rewrite(&mut views, d, &[], &[(50, 5)]);
+        rewrite(&mut views, c, &[true; 3], &[]);
         views.end_pass();
         assert_eq!(ids(&views, d), [5]);
         assert_eq!(ids(&views, a), [0, 1, 3, 9]);

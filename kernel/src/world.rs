@@ -218,6 +218,8 @@ pub struct World {
     entered: Vec<(EntityId, u32)>,
     /// Per old-view entry of the observer being rebuilt: still visible?
     kept: Vec<bool>,
+    /// Per old-view entry: the subject's id.
+    old_ids: Vec<EntityId>,
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
@@ -279,6 +281,7 @@ impl World {
             any_due: false,
             entered: Vec::with_capacity(n),
             kept: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
+            old_ids: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
                 touched: vec![0; n],
                 affected: vec![0; n],
@@ -684,8 +687,8 @@ impl World {
     /// Recomputes one observer's view from its ring of cells and emits the
     /// difference as Leave, Enter and Update events. Returns the event count.
     ///
-    /// The old and new views are held as bits per slot while the view is
-    /// rebuilt, and every bit set here is cleared again before returning.
+    /// The old and new views are marked per slot while the view is rebuilt,
+    /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
         let o = self.entities[slot as usize];
         let view = o.view;
@@ -699,13 +702,18 @@ impl World {
             .slots(view)
             .iter()
             .all(|&s| self.churned.get(s) || self.entities[s as usize].alive));
+        // The old entries' ids are fetched here, in a loop where the loads
+        // overlap, for the Leave events and the merge to read.
+        self.old_ids.clear();
         if self.churn.is_empty() {
             for &s in self.views.slots(view) {
                 self.marks.set_was(s, true);
+                self.old_ids.push(self.slot_ids[s as usize]);
             }
         } else {
             for &s in self.views.slots(view) {
                 self.marks.set_was(s, !self.churned.get(s));
+                self.old_ids.push(self.old_id(s));
             }
         }
 
@@ -771,7 +779,7 @@ impl World {
             let kept = self.marks.kept(s);
             self.kept.push(kept);
             if !kept {
-                let subject = self.old_id(s);
+                let subject = self.old_ids[k];
                 sink.event(Event::Leave {
                     observer: o.id,
                     subject,
@@ -801,13 +809,13 @@ impl World {
             events += 1;
         }
         // Skipped outright on ticks where nothing is due.
-        let old = self.views.slots(view).iter().zip(&self.kept);
-        for (&s, &kept) in old.filter(|_| self.any_due) {
+        let old = self.views.slots(view).iter().zip(&self.old_ids);
+        for ((&s, &subject), &kept) in old.zip(&self.kept).filter(|_| self.any_due) {
             if kept && self.due.get(s) {
                 let m = &self.motions[s as usize];
                 sink.event(Event::Update {
                     observer: o.id,
-                    subject: self.slot_ids[s as usize],
+                    subject,
                     pos: m.pos,
                     dir: m.dir,
                     speed: m.speed,
@@ -815,9 +823,8 @@ impl World {
                 events += 1;
             }
         }
-        let slot_ids = &self.slot_ids;
         self.views
-            .rewrite(view, &self.kept, &self.entered, |s| slot_ids[s as usize]);
+            .rewrite(view, &self.kept, &self.old_ids, &self.entered);
         events
     }
 
