@@ -195,6 +195,11 @@ impl Grid {
         }
     }
 
+    /// The number of cells.
+    pub(crate) fn cell_count(&self) -> u32 {
+        self.width * self.height
+    }
+
     /// The index of cell `(x, y)`.
     pub(crate) fn index(&self, (x, y): (u32, u32)) -> u32 {
         y * self.width + x

@@ -124,6 +124,7 @@ mod packed;
 mod scan;
 mod slot_bits;
 mod snapshot;
+mod squares;
 mod throttle;
 mod view;
 mod view_marks;

@@ -10,22 +10,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::grid::Grid;
+use crate::scan::Packed;
 
 pub(crate) struct PackedCells {
     /// `start[c]..start[c + 1]` indexes cell `c`'s entities.
     start: Vec<u32>,
-    xs: Vec<i64>,
-    ys: Vec<i64>,
-    layers: Vec<u32>,
-    slots: Vec<u32>,
-}
-
-/// One contiguous run of the copy: parallel slices.
-pub(crate) struct Run<'a> {
-    pub(crate) slots: &'a [u32],
-    pub(crate) xs: &'a [i64],
-    pub(crate) ys: &'a [i64],
-    pub(crate) layers: &'a [u32],
+    entities: Vec<Packed>,
 }
 
 impl PackedCells {
@@ -33,10 +23,7 @@ impl PackedCells {
         let n = slots as usize;
         PackedCells {
             start: vec![0; cells as usize + 1],
-            xs: vec![0; n],
-            ys: vec![0; n],
-            layers: vec![0; n],
-            slots: vec![0; n],
+            entities: vec![Packed::default(); n],
         }
     }
 
@@ -49,10 +36,12 @@ impl PackedCells {
             self.start[cell] = at as u32;
             // Cell indices are below width × height ≤ 2^24.
             for (slot, m) in grid.members(cell as u32) {
-                self.xs[at] = m.pos.x.to_bits();
-                self.ys[at] = m.pos.y.to_bits();
-                self.layers[at] = m.layers;
-                self.slots[at] = slot;
+                self.entities[at] = Packed {
+                    x: m.pos.x.to_bits(),
+                    y: m.pos.y.to_bits(),
+                    slot,
+                    layers: m.layers,
+                };
                 at += 1;
             }
         }
@@ -61,13 +50,8 @@ impl PackedCells {
     }
 
     /// Every entity in cells `first..=last` (one row of a ring).
-    pub(crate) fn run(&self, first: u32, last: u32) -> Run<'_> {
+    pub(crate) fn run(&self, first: u32, last: u32) -> &[Packed] {
         let run = self.start[first as usize] as usize..self.start[last as usize + 1] as usize;
-        Run {
-            slots: &self.slots[run.clone()],
-            xs: &self.xs[run.clone()],
-            ys: &self.ys[run.clone()],
-            layers: &self.layers[run],
-        }
+        &self.entities[run]
     }
 }

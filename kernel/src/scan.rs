@@ -10,6 +10,16 @@ use alloc::vec::Vec;
 
 use crate::view_marks::ViewMarks;
 
+/// What the scan reads of one entity: one record, so a run of them is one
+/// stream from memory.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Packed {
+    pub(crate) x: i64,
+    pub(crate) y: i64,
+    pub(crate) slot: u32,
+    pub(crate) layers: u32,
+}
+
 /// What the rule needs to know about the observer.
 pub(crate) struct Reach {
     pub(crate) slot: u32,
@@ -60,22 +70,12 @@ impl Candidates {
         }
     }
 
-    /// Scans one run of entities (parallel slices). `marks` holds the
-    /// observer's old view, which hysteresis lets stay out to the stay radius.
+    /// Scans one run of entities. `marks` holds the observer's old view,
+    /// which hysteresis lets stay out to the stay radius.
     #[inline(always)]
-    pub(crate) fn scan(
-        &mut self,
-        reach: &Reach,
-        slots: &[u32],
-        xs: &[i64],
-        ys: &[i64],
-        layers: &[u32],
-        marks: &ViewMarks,
-    ) {
-        let n = slots.len();
-        let (xs, ys, layers) = (&xs[..n], &ys[..n], &layers[..n]);
-        // Each entity is scanned at most once per rebuild, so len + n stays
-        // within the buffer; locals keep the loop out of memory.
+    pub(crate) fn scan(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
+        // Each entity is scanned at most once per rebuild, so len + run.len()
+        // stays within the buffer; locals keep the loop out of memory.
         let out = &mut self.buf[self.len..];
         let mut k = 0;
         match reach.radius {
@@ -84,23 +84,23 @@ impl Candidates {
                 // near ⇒ dist² < 2^63, so a clamped r² compares the same.
                 let enter2 = u64::try_from(enter2).unwrap_or(u64::MAX);
                 let (ox, oy) = (reach.x, reach.y);
-                for i in 0..n {
-                    let (dx, dy) = (xs[i].wrapping_sub(ox), ys[i].wrapping_sub(oy));
+                for e in run {
+                    let (dx, dy) = (e.x.wrapping_sub(ox), e.y.wrapping_sub(oy));
                     let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
-                    let keep = (layers[i] & reach.interest != 0)
-                        & (slots[i] != reach.slot)
+                    let keep = (e.layers & reach.interest != 0)
+                        & (e.slot != reach.slot)
                         & (dist2 <= enter2);
                     if let Some(at) = out.get_mut(k) {
-                        *at = slots[i];
+                        *at = e.slot;
                     }
                     k += usize::from(keep);
                 }
             }
             _ => {
-                for i in 0..n {
-                    let keep = reach.sees(slots[i], xs[i], ys[i], layers[i], marks);
+                for e in run {
+                    let keep = reach.sees(e.slot, e.x, e.y, e.layers, marks);
                     if let Some(at) = out.get_mut(k) {
-                        *at = slots[i];
+                        *at = e.slot;
                     }
                     k += usize::from(keep);
                 }

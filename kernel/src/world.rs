@@ -15,6 +15,7 @@ use crate::id_index::IdIndex;
 use crate::packed::PackedCells;
 use crate::scan::{Candidates, Reach};
 use crate::slot_bits::SlotBits;
+use crate::squares::PackedSquares;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 use crate::view_marks::ViewMarks;
@@ -210,8 +211,10 @@ pub struct World {
     candidates: Candidates,
     /// Crowd culling: candidates keyed by `(dist², id)`.
     ranked: Vec<(u128, EntityId, u32)>,
-    /// Valid for the current tick when every observer is being rebuilt.
+    /// Valid for the current tick when every observer is being rebuilt:
+    /// by squares in radius mode where the world allows, else by cells.
     packed: PackedCells,
+    squares: Option<PackedSquares>,
     use_packed: bool,
     /// Whether any subject's update is due this tick.
     any_due: bool,
@@ -246,6 +249,18 @@ impl World {
         config.validate()?;
         let n = config.max_entities as usize;
         let max_ring = config.width_cells.max(config.height_cells);
+        let squares = match config.visibility {
+            Visibility::Radius => PackedSquares::new(&config),
+            Visibility::Grid => None,
+        };
+        // The copy by cells is only needed where there are no squares.
+        let (packed_cells, packed_slots) = match squares {
+            Some(_) => (0, 0),
+            None => (
+                config.width_cells * config.height_cells,
+                config.max_entities,
+            ),
+        };
         let mut world = World {
             config,
             config_hash: config_hash(&config),
@@ -273,10 +288,8 @@ impl World {
             affected: Vec::with_capacity(config.max_observers as usize),
             candidates: Candidates::new(config.max_entities),
             ranked: Vec::with_capacity(n),
-            packed: PackedCells::new(
-                config.width_cells * config.height_cells,
-                config.max_entities,
-            ),
+            packed: PackedCells::new(packed_cells, packed_slots),
+            squares,
             use_packed: false,
             any_due: false,
             entered: Vec::with_capacity(n),
@@ -407,7 +420,10 @@ impl World {
                     self.affected.push((e.id, slot as u32));
                 }
             }
-            self.packed.rebuild(&self.grid);
+            match &mut self.squares {
+                Some(squares) => squares.rebuild(&self.grid, self.grid.cell_count()),
+                None => self.packed.rebuild(&self.grid),
+            }
         }
 
         self.affected.sort_unstable();
@@ -501,8 +517,7 @@ impl World {
             ring,
             enter2,
             stay2,
-            near: u128::from(ring + 1) * u128::from(self.config.cell_size.to_bits().unsigned_abs())
-                < 1 << 31,
+            near: self.near(ring, s.radius),
             hash: 0,
         };
         self.mark_churn(slot);
@@ -519,6 +534,21 @@ impl World {
         }
         self.touch(slot, t);
         Ok(())
+    }
+
+    /// Whether every candidate of an observer is less than `2^31` raw away
+    /// on each axis: its ring of cells, or the squares around its disc.
+    fn near(&self, ring: u32, radius: Fix) -> bool {
+        let cell = u128::from(self.config.cell_size.to_bits().unsigned_abs());
+        let by_cells = u128::from(ring + 1) * cell;
+        let stay = radius.to_bits() + self.config.hysteresis.to_bits();
+        let by_squares = match &self.squares {
+            Some(squares) => {
+                u128::from(stay.unsigned_abs()) + 2 * u128::from(squares.side().unsigned_abs())
+            }
+            None => 0,
+        };
+        by_cells.max(by_squares) < 1 << 31
     }
 
     /// An observer's ring (in cells) and its squared enter and stay distances.
@@ -727,11 +757,16 @@ impl World {
             near: o.near,
         };
         let ring = self.grid.ring(o.cell, o.ring);
-        if self.use_packed {
+        if let Some(squares) = self.squares.as_ref().filter(|_| self.use_packed) {
+            // Radius mode: the squares around the disc of radius r + hysteresis.
+            let stay = o.radius.to_bits() + self.config.hysteresis.to_bits();
+            for run in squares.runs(reach.x, reach.y, stay) {
+                self.candidates.scan(&reach, run, &self.marks);
+            }
+        } else if self.use_packed {
             for (first, last) in ring.rows() {
                 let run = self.packed.run(first, last);
-                self.candidates
-                    .scan(&reach, run.slots, run.xs, run.ys, run.layers, &self.marks);
+                self.candidates.scan(&reach, run, &self.marks);
             }
         } else {
             for c in ring.cells() {
