@@ -37,7 +37,8 @@ pub struct Config {
     pub dir_epsilon: Dir,
     /// Most entities alive at once.
     pub max_entities: u32,
-    /// Most observers alive at once (each reserves `max_view` view slots).
+    /// Most observers alive at once (each reserves `max_view` view slots in
+    /// each of the two halves of the view store).
     pub max_observers: u32,
     /// Most subjects one observer sees; nearer subjects win.
     pub max_view: u32,

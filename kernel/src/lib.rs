@@ -73,13 +73,16 @@
 //!
 //! When at least as many entities changed as there are observers, finding
 //! `A` would cost more than rebuilding every view, so every observer is
-//! rebuilt instead, scanning a cell-sorted copy of the world made by one
-//! walk of the cells (`O(entities + cells)`), which keeps each row of a
-//! ring contiguous in memory.
+//! rebuilt instead, scanning a sorted copy of the world made by one walk of
+//! the cells (`O(entities + cells)`), which keeps each row of a ring
+//! contiguous in memory. In radius mode the copy is sorted into squares of
+//! about a third of a cell, so a rebuild scans the bounding box of its disc
+//! rather than its whole ring. The new views are then written one after
+//! another in rebuild order, so the next such tick reads them as a stream.
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
-//! `max_observers × min(max_view, max_entities) × 12` bytes of views:
-//! `step` never allocates.
+//! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
+//! halves of 4-byte entries): `step` never allocates.
 //!
 //! # Digest
 //!
