@@ -28,8 +28,8 @@ pub(crate) struct Views {
     used: u32,
     /// Write cursor in the back half while a pass runs.
     pass: Option<u32>,
-    /// A copy of the view being rewritten in place.
-    scratch: Vec<u32>,
+    /// A view rewritten outside a pass, before it goes into place.
+    out: Vec<u32>,
     start: Vec<u32>,
     len: Vec<u32>,
     cap: Vec<u32>,
@@ -47,7 +47,7 @@ impl Views {
             front: 0,
             used: 0,
             pass: None,
-            scratch: vec![0; max_view as usize],
+            out: vec![0; max_view as usize],
             start: vec![0; max_observers as usize],
             len: vec![0; max_observers as usize],
             cap: vec![0; max_observers as usize],
@@ -95,52 +95,44 @@ impl Views {
         self.half - self.front
     }
 
-    /// Rewrites a view as its entries flagged in `keep` (one flag per
-    /// entry, in order), merged with `entered` (ascending ids, disjoint from
-    /// the kept ones); `ids` are the old entries' subject ids. The caller
-    /// guarantees the result fits `max_view`.
-    pub(crate) fn rewrite(&mut self, v: u32, keep: &[bool], ids: &[u64], entered: &[(u64, u32)]) {
+    /// Rewrites a view: `write` gets its old entries and room for
+    /// `max_view` new ones, writes the new view (ascending by subject id)
+    /// and returns its length.
+    pub(crate) fn rewrite(&mut self, v: u32, write: impl FnOnce(&[u32], &mut [u32]) -> usize) {
         let vi = v as usize;
-        let kept = keep.iter().filter(|&&k| k).count();
-        // kept + entered ≤ max_view ≤ 2^27.
-        let total = ((kept + entered.len()) as u32).min(self.max_view);
         let len = self.len[vi] as usize;
         // An empty view's start may name the other half: it was never moved.
         let old = if len == 0 { self.front } else { self.start[vi] } as usize;
-        let at = match self.pass {
-            Some(cursor) => {
-                self.pass = Some(cursor + total);
-                self.cap[vi] = total;
-                cursor
-            }
-            None => {
-                // Outside a pass the merge reads a copy: it may write over the old run.
-                self.scratch[..len].copy_from_slice(&self.store[old..old + len]);
-                if total <= self.cap[vi] {
-                    self.start[vi]
-                } else {
-                    self.room_for(v, total)
-                }
-            }
-        } as usize;
-        let out = at..at + total as usize;
-        if self.pass.is_some() {
-            // The old run is in the front half and `out` in the back one.
-            let (low, high) = self.store.split_at_mut(self.half as usize);
-            let h = self.half as usize;
-            if self.front == 0 {
-                let dst = &mut high[out.start - h..out.end - h];
-                merge_forward(&low[old..old + len], keep, ids, entered, dst);
-            } else {
-                let dst = &mut low[out];
-                merge_forward(&high[old - h..old - h + len], keep, ids, entered, dst);
-            }
+        let max = self.max_view as usize;
+        let Some(cursor) = self.pass else {
+            // Outside a pass the new view goes through `out`, then into place.
+            let n = write(&self.store[old..old + len], &mut self.out).min(max);
+            let out = core::mem::take(&mut self.out);
+            self.set(v, &out[..n]);
+            self.out = out;
+            return;
+        };
+        // In a pass the old run is in the front half and the new one goes
+        // to the cursor in the back half. Every view of a pass fits the
+        // back half, so its end bounds the room without cutting a view short.
+        let (h, at) = (self.half as usize, cursor as usize);
+        let (low, high) = self.store.split_at_mut(h);
+        let (src, dst) = if self.front == 0 {
+            (
+                &low[old..old + len],
+                &mut high[at - h..(at - h + max).min(h)],
+            )
         } else {
-            let src = &self.scratch[..len];
-            merge_forward(src, keep, ids, entered, &mut self.store[out]);
-        }
-        self.start[vi] = at as u32;
-        self.len[vi] = total;
+            (
+                &high[old - h..old - h + len],
+                &mut low[at..(at + max).min(h)],
+            )
+        };
+        let n = write(src, dst).min(dst.len()) as u32;
+        self.pass = Some(cursor + n);
+        self.start[vi] = cursor;
+        self.len[vi] = n;
+        self.cap[vi] = n;
     }
 
     /// Where a view that grew to `total` entries goes: the free end of the
@@ -199,33 +191,6 @@ impl Views {
     }
 }
 
-/// Writes the kept entries of `old` (ids in `ids`) merged with `entered`
-/// into `out`, in id order.
-fn merge_forward(old: &[u32], keep: &[bool], ids: &[u64], entered: &[(u64, u32)], out: &mut [u32]) {
-    let mut w = 0;
-    let mut put = |slot: u32| {
-        // Never short by contract; a result over max_view is truncated.
-        if let Some(at) = out.get_mut(w) {
-            *at = slot;
-            w += 1;
-        }
-    };
-    let mut next = 0;
-    for ((&slot, &id), &on) in old.iter().zip(ids).zip(keep) {
-        if !on {
-            continue;
-        }
-        while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
-            put(e);
-            next += 1;
-        }
-        put(slot);
-    }
-    for &(_, e) in entered.get(next..).unwrap_or(&[]) {
-        put(e);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::Views;
@@ -236,10 +201,21 @@ mod tests {
         views.slots(v).to_vec()
     }
 
-    /// Slot s names subject id s * 10, so slot order is id order.
+    /// Keeps the flagged old entries and adds `entered`; slot order is id
+    /// order here.
     fn rewrite(views: &mut Views, v: u32, keep: &[bool], entered: &[(u64, u32)]) {
-        let old: Vec<u64> = views.slots(v).iter().map(|&s| u64::from(s) * 10).collect();
-        views.rewrite(v, keep, &old, entered);
+        views.rewrite(v, |old, out| {
+            let mut new: Vec<u32> = old
+                .iter()
+                .zip(keep)
+                .filter(|e| *e.1)
+                .map(|e| *e.0)
+                .collect();
+            new.extend(entered.iter().map(|e| e.1));
+            new.sort_unstable();
+            out[..new.len()].copy_from_slice(&new);
+            new.len()
+        });
     }
 
     #[test]

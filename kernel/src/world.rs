@@ -219,8 +219,8 @@ pub struct World {
     /// Whether any subject's update is due this tick.
     any_due: bool,
     entered: Vec<(EntityId, u32)>,
-    /// Per old-view entry of the observer being rebuilt: still visible?
-    kept: Vec<bool>,
+    /// Kept subjects of the observer being rebuilt that are due an update.
+    updates: Vec<(EntityId, u32)>,
     /// Per old-view entry: the subject's id.
     old_ids: Vec<EntityId>,
     stamps: Stamps,
@@ -293,7 +293,7 @@ impl World {
             use_packed: false,
             any_due: false,
             entered: Vec::with_capacity(n),
-            kept: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
+            updates: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             old_ids: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
                 touched: vec![0; n],
@@ -805,32 +805,54 @@ impl World {
         }
         self.entered.sort_unstable_by_key(|&(id, _)| id);
 
-        // Kept: visible before (same incarnation) and after. The old view is
-        // sorted by id and `entered` was just sorted, so no full sort is needed.
-        let mut events = 0;
-        self.kept.clear();
-        for k in 0..self.views.slots(view).len() {
-            let s = self.views.slots(view)[k];
-            let kept = self.marks.kept(s);
-            self.kept.push(kept);
-            if !kept {
-                let subject = self.old_ids[k];
-                sink.event(Event::Leave {
-                    observer: o.id,
-                    subject,
-                });
-                self.sums.remove_pair(o.id, subject);
-                events += 1;
+        // One pass over the old view, in id order: a kept entry (visible
+        // before, same incarnation, and after) goes into the new view, merged
+        // with `entered` (just sorted); any other gets its Leave. Kept
+        // subjects due an update are noted for after the Enters.
+        let mut leaves = 0;
+        let (marks, sums, due) = (&mut self.marks, &mut self.sums, &self.due);
+        let (old_ids, entered, updates) = (&self.old_ids, &self.entered, &mut self.updates);
+        let any_due = self.any_due;
+        updates.clear();
+        self.views.rewrite(view, |old, out| {
+            let mut w = 0;
+            let mut put = |slot: u32| {
+                // Never short: candidates are capped at max_view.
+                if let Some(at) = out.get_mut(w) {
+                    *at = slot;
+                    w += 1;
+                }
+            };
+            let mut next = 0;
+            for (&s, &id) in old.iter().zip(old_ids) {
+                let kept = marks.kept(s);
+                marks.clear(s);
+                if !kept {
+                    sink.event(Event::Leave {
+                        observer: o.id,
+                        subject: id,
+                    });
+                    sums.remove_pair(o.id, id);
+                    leaves += 1;
+                    continue;
+                }
+                while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
+                    put(e);
+                    next += 1;
+                }
+                put(s);
+                if any_due && due.get(s) {
+                    updates.push((id, s));
+                }
             }
-        }
-        // Both sets are read for the last time: empty them.
-        for &s in self.views.slots(view) {
-            self.marks.clear(s);
-        }
-        for &(_, s) in &self.entered {
-            self.marks.clear(s);
-        }
+            for &(_, e) in entered.get(next..).unwrap_or(&[]) {
+                put(e);
+            }
+            w
+        });
+        let mut events = leaves;
         for &(id, s) in &self.entered {
+            self.marks.clear(s);
             let m = &self.motions[s as usize];
             sink.event(Event::Enter {
                 observer: o.id,
@@ -843,23 +865,17 @@ impl World {
             self.sums.add_pair(o.id, id);
             events += 1;
         }
-        // Skipped outright on ticks where nothing is due.
-        let old = self.views.slots(view).iter().zip(&self.old_ids);
-        for ((&s, &subject), &kept) in old.zip(&self.kept).filter(|_| self.any_due) {
-            if kept && self.due.get(s) {
-                let m = &self.motions[s as usize];
-                sink.event(Event::Update {
-                    observer: o.id,
-                    subject,
-                    pos: m.pos,
-                    dir: m.dir,
-                    speed: m.speed,
-                });
-                events += 1;
-            }
+        for &(subject, s) in &self.updates {
+            let m = &self.motions[s as usize];
+            sink.event(Event::Update {
+                observer: o.id,
+                subject,
+                pos: m.pos,
+                dir: m.dir,
+                speed: m.speed,
+            });
+            events += 1;
         }
-        self.views
-            .rewrite(view, &self.kept, &self.old_ids, &self.entered);
         events
     }
 
