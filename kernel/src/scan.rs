@@ -96,6 +96,23 @@ impl Candidates {
                     k += usize::from(keep);
                 }
             }
+            // With hysteresis: the same, plus the stay test for old entries.
+            Some((enter2, stay2)) if reach.near => {
+                let enter2 = u64::try_from(enter2).unwrap_or(u64::MAX);
+                let stay2 = u64::try_from(stay2).unwrap_or(u64::MAX);
+                let (ox, oy) = (reach.x, reach.y);
+                for e in run {
+                    let (dx, dy) = (e.x.wrapping_sub(ox), e.y.wrapping_sub(oy));
+                    let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
+                    let near_enough = (dist2 <= enter2) | ((dist2 <= stay2) & marks.was(e.slot));
+                    let keep =
+                        (e.layers & reach.interest != 0) & (e.slot != reach.slot) & near_enough;
+                    if let Some(at) = out.get_mut(k) {
+                        *at = e.slot;
+                    }
+                    k += usize::from(keep);
+                }
+            }
             _ => {
                 for e in run {
                     let keep = reach.sees(e.slot, e.x, e.y, e.layers, marks);
