@@ -453,9 +453,10 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let _ = writeln!(
         out,
         "Bytes/entity: lockgrid's is everything `World::new` allocates (views reserve \
-         max_view × 12 bytes per observer); a peer's is what its index holds after the last \
-         tick, the shared adapter's positions and views left out. Allocations: lockgrid's \
-         are counted over `step` alone, a peer's over its whole tick."
+         max_view × 8 bytes per observer: two halves of 4-byte entries); a peer's is what \
+         its index holds after the last tick, the shared adapter's positions and views left \
+         out. Allocations: lockgrid's are counted over `step` alone, a peer's over its whole \
+         tick."
     );
     let _ = writeln!(out);
     let _ = writeln!(
