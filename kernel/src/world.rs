@@ -201,6 +201,11 @@ pub struct World {
     ring_counts: Vec<u32>,
     max_ring: u32,
 
+    /// Live observers as `(id, slot)`; while `by_id_clean`, ascending and
+    /// with no despawned one left in.
+    by_id: Vec<(EntityId, u32)>,
+    by_id_clean: bool,
+
     /// Entities whose state differs from what was last sent (`s ≠ L`).
     pending: Vec<u32>,
 
@@ -282,6 +287,8 @@ impl World {
             ),
             ring_counts: vec![0; max_ring as usize + 1],
             max_ring: 0,
+            by_id: Vec::with_capacity(config.max_observers as usize),
+            by_id_clean: true,
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
             gone: Vec::with_capacity(n),
@@ -414,20 +421,17 @@ impl World {
         }
         self.use_packed = mark_all;
         if mark_all {
-            for (slot, e) in self.entities.iter().enumerate() {
-                if e.alive && e.is_observer() {
-                    // slot < max_entities ≤ 2^22.
-                    self.affected.push((e.id, slot as u32));
-                }
-            }
+            self.sort_observers();
+            self.affected.extend_from_slice(&self.by_id);
             match &mut self.squares {
                 Some(squares) => squares.rebuild(&self.grid, self.grid.cell_count()),
                 None => self.packed.rebuild(&self.grid),
             }
         }
 
-        self.affected.sort_unstable();
-        if mark_all {
+        if !mark_all {
+            self.affected.sort_unstable();
+        } else {
             // Every view is rewritten, in id order, into fresh storage.
             self.views.begin_pass();
         }
@@ -528,6 +532,12 @@ impl World {
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
         self.count += 1;
         if s.observer {
+            if self.by_id.len() == self.by_id.capacity() {
+                // Only despawned observers can fill it: drop them first.
+                self.sort_observers();
+            }
+            self.by_id.push((s.id, slot));
+            self.by_id_clean = false;
             self.observers += 1;
             self.ring_counts[ring as usize] += 1;
             self.max_ring = self.max_ring.max(ring);
@@ -616,6 +626,7 @@ impl World {
             }
             self.views.release(e.view);
             self.release_ring(e.ring);
+            self.by_id_clean = false;
             self.observers -= 1;
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
@@ -625,6 +636,23 @@ impl World {
         self.free_slots.push(slot);
         self.count -= 1;
         Ok(())
+    }
+
+    /// Sorts `by_id`, dropping observers no longer alive, so that a tick
+    /// rebuilding every view need neither walk the entity table nor sort.
+    fn sort_observers(&mut self) {
+        if self.by_id_clean {
+            return;
+        }
+        let entities = &self.entities;
+        self.by_id.retain(|&(id, slot)| {
+            let e = &entities[slot as usize];
+            e.alive && e.id == id && e.is_observer()
+        });
+        self.by_id.sort_unstable();
+        // The same id despawned and spawned again into the same slot.
+        self.by_id.dedup();
+        self.by_id_clean = true;
     }
 
     fn mark_churn(&mut self, slot: u32) {
