@@ -91,7 +91,8 @@ pub(crate) struct Entity {
     /// `r²` and `(r + hysteresis)²` in raw units.
     pub(crate) enter2: u128,
     pub(crate) stay2: u128,
-    /// Every entity of its ring is less than `2^31` raw away on each axis.
+    /// Every candidate of its rebuilds is less than `2^31` raw away on each
+    /// axis, so distances square in 64 bits.
     pub(crate) near: bool,
     /// This entity's current term in the digest's entity sum.
     pub(crate) hash: u64,
@@ -174,7 +175,7 @@ impl Entity {
 }
 
 /// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
-/// the current tick (or the current view rebuild), so sets clear in O(1).
+/// the current tick, so sets clear in O(1).
 struct Stamps {
     touched: Vec<u64>,
     affected: Vec<u64>,
@@ -299,7 +300,7 @@ impl World {
             squares,
             use_packed: false,
             any_due: false,
-            entered: Vec::with_capacity(n),
+            entered: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             updates: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             old_ids: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
@@ -429,11 +430,11 @@ impl World {
             }
         }
 
-        if !mark_all {
-            self.affected.sort_unstable();
-        } else {
+        if mark_all {
             // Every view is rewritten, in id order, into fresh storage.
             self.views.begin_pass();
+        } else {
+            self.affected.sort_unstable();
         }
         for k in 0..self.affected.len() {
             let slot = self.affected[k].1;
