@@ -127,6 +127,7 @@ mod packed;
 mod scan;
 mod slot_bits;
 mod snapshot;
+mod source;
 mod squares;
 mod throttle;
 mod view;

@@ -127,13 +127,73 @@ impl Candidates {
     }
 }
 
+/// Crowd culling's buffer: `(dist², slot)` of every visible candidate,
+/// appended without branching like [`Candidates`].
+pub(crate) struct Ranked {
+    buf: Vec<(u128, u32)>,
+    len: usize,
+}
+
+impl Ranked {
+    /// Room for every entity, plus the one speculative write.
+    pub(crate) fn new(max_entities: u32) -> Self {
+        Ranked {
+            buf: vec![(0, 0); max_entities as usize + 1],
+            len: 0,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [(u128, u32)] {
+        &mut self.buf[..self.len]
+    }
+
+    /// Appends every entity of `run` the observer sees, with its distance.
+    #[inline(always)]
+    pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
+        let out = &mut self.buf[self.len..];
+        let mut k = 0;
+        for e in run {
+            let dist2 = if reach.near {
+                let (dx, dy) = (e.x.wrapping_sub(reach.x), e.y.wrapping_sub(reach.y));
+                u128::from((dx * dx) as u64 + (dy * dy) as u64)
+            } else {
+                dist2_raw(e.x, e.y, reach.x, reach.y)
+            };
+            let keep = reach.sees_at(e.slot, || dist2, e.layers, marks);
+            if let Some(at) = out.get_mut(k) {
+                *at = (dist2, e.slot);
+            }
+            k += usize::from(keep);
+        }
+        self.len += k;
+    }
+}
+
 impl Reach {
     /// The rule for one entity, in full.
     #[inline(always)]
     pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, marks: &ViewMarks) -> bool {
+        // Grid mode never needs the distance.
+        let dist2 = || dist2_raw(x, y, self.x, self.y);
+        self.sees_at(slot, dist2, layers, marks)
+    }
+
+    /// The rule for one entity, its `dist²` computed only in radius mode.
+    #[inline(always)]
+    fn sees_at(
+        &self,
+        slot: u32,
+        dist2: impl FnOnce() -> u128,
+        layers: u32,
+        marks: &ViewMarks,
+    ) -> bool {
         let mut keep = (layers & self.interest != 0) & (slot != self.slot);
         if let Some((enter2, stay2)) = self.radius {
-            let dist2 = dist2_raw(x, y, self.x, self.y);
+            let dist2 = dist2();
             let stays = stay2 != enter2 && dist2 <= stay2 && marks.was(slot);
             keep &= (dist2 <= enter2) | stays;
         }

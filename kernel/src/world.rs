@@ -13,8 +13,9 @@ use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::Grid;
 use crate::id_index::IdIndex;
 use crate::packed::PackedCells;
-use crate::scan::{Candidates, Reach};
+use crate::scan::{Candidates, Ranked, Reach};
 use crate::slot_bits::SlotBits;
+use crate::source::Source;
 use crate::squares::PackedSquares;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
@@ -215,8 +216,10 @@ pub struct World {
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
     candidates: Candidates,
-    /// Crowd culling: candidates keyed by `(dist², id)`.
-    ranked: Vec<(u128, EntityId, u32)>,
+    /// Crowd culling: visible candidates with their `dist²`, and those at
+    /// the cut-off distance with their ids.
+    ranked: Ranked,
+    ties: Vec<(EntityId, u32)>,
     /// Valid for the current tick when every observer is being rebuilt:
     /// by squares in radius mode where the world allows, else by cells.
     packed: PackedCells,
@@ -295,7 +298,8 @@ impl World {
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
             candidates: Candidates::new(config.max_entities),
-            ranked: Vec::with_capacity(n),
+            ranked: Ranked::new(config.max_entities),
+            ties: Vec::with_capacity(n),
             packed: PackedCells::new(packed_cells, packed_slots),
             squares,
             use_packed: false,
@@ -786,43 +790,54 @@ impl World {
             near: o.near,
         };
         let ring = self.grid.ring(o.cell, o.ring);
-        if let Some(squares) = self.squares.as_ref().filter(|_| self.use_packed) {
-            // Radius mode: the squares around the disc of radius r + hysteresis.
-            let stay = o.radius.to_bits() + self.config.hysteresis.to_bits();
-            for run in squares.runs(reach.x, reach.y, stay) {
-                self.candidates.scan(&reach, run, &self.marks);
-            }
-        } else if self.use_packed {
-            for (first, last) in ring.rows() {
-                let run = self.packed.run(first, last);
-                self.candidates.scan(&reach, run, &self.marks);
-            }
-        } else {
-            for c in ring.cells() {
-                for (s, m) in self.grid.members(c) {
-                    let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
-                    let keep = reach.sees(s, x, y, m.layers, &self.marks);
-                    self.candidates.push_if(s, keep);
-                }
-            }
-        }
+        let source = match (&self.squares, self.use_packed) {
+            (Some(squares), true) => Source::Squares(squares),
+            (None, true) => Source::Cells(&self.packed),
+            (_, false) => Source::Lists(&self.grid),
+        };
+        // Squares (radius mode) cover the disc of radius r + hysteresis.
+        let around = (
+            reach.x,
+            reach.y,
+            o.radius.to_bits() + self.config.hysteresis.to_bits(),
+        );
+        source.visit(ring, around, |run| {
+            self.candidates.scan(&reach, run, &self.marks);
+        });
 
         let max_view = self.config.max_view as usize;
         if self.candidates.len() > max_view {
-            // Crowds only: rank by (dist², id) once, then keep the nearest.
-            let from = o.cur.pos;
+            // Crowds only: rank the same runs by dist², select the
+            // max_view-th nearest, and break ties at its distance by id.
             self.ranked.clear();
-            for &s in self.candidates.as_slice() {
-                let dist2 = from.dist2_raw(self.motions[s as usize].pos);
-                self.ranked.push((dist2, self.slot_ids[s as usize], s));
-            }
-            if max_view > 0 {
-                self.ranked.select_nth_unstable(max_view - 1);
-            }
-            self.ranked.truncate(max_view);
+            source.visit(ring, around, |run| {
+                self.ranked.rank(&reach, run, &self.marks);
+            });
             self.candidates.clear();
-            for &(_, _, s) in &self.ranked {
-                self.candidates.push_if(s, true);
+            if let Some(last) = max_view.checked_sub(1) {
+                let ranked = self.ranked.as_mut_slice();
+                let (nearer, &mut (bound, at), farther) =
+                    ranked.select_nth_unstable_by_key(last, |r| r.0);
+                self.ties.clear();
+                self.ties.push((self.slot_ids[at as usize], at));
+                // `nearer` is at most the bound and `farther` at least it.
+                for &(dist2, s) in nearer.iter() {
+                    if dist2 < bound {
+                        self.candidates.push_if(s, true);
+                    } else {
+                        self.ties.push((self.slot_ids[s as usize], s));
+                    }
+                }
+                for &(dist2, s) in farther.iter() {
+                    if dist2 == bound {
+                        self.ties.push((self.slot_ids[s as usize], s));
+                    }
+                }
+                self.ties.sort_unstable();
+                let room = max_view - self.candidates.len();
+                for &(_, s) in self.ties.iter().take(room) {
+                    self.candidates.push_if(s, true);
+                }
             }
         }
         self.entered.clear();

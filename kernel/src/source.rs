@@ -1,0 +1,60 @@
+//! Where a view rebuild's candidates come from, as runs of [`Packed`]
+//! records: the sorted copy on ticks that rebuild every observer (squares
+//! in radius mode where the world allows, else cells), the grid's cell
+//! lists otherwise.
+
+use crate::grid::{CellRect, Grid};
+use crate::packed::PackedCells;
+use crate::scan::Packed;
+use crate::squares::PackedSquares;
+
+pub(crate) enum Source<'a> {
+    Squares(&'a PackedSquares),
+    Cells(&'a PackedCells),
+    Lists(&'a Grid),
+}
+
+/// Members copied out of a cell list per call of the visitor.
+const CHUNK: usize = 64;
+
+impl Source<'_> {
+    /// Calls `f` with runs that together hold, once each, every entity of
+    /// the cells `ring` or, from squares, every entity within `reach` raw
+    /// units of `(x, y)` on each axis.
+    #[inline(always)]
+    pub(crate) fn visit(
+        &self,
+        ring: CellRect,
+        (x, y, reach): (i64, i64, i64),
+        mut f: impl FnMut(&[Packed]),
+    ) {
+        match self {
+            Source::Squares(squares) => squares.runs(x, y, reach).for_each(f),
+            Source::Cells(cells) => {
+                for (first, last) in ring.rows() {
+                    f(cells.run(first, last));
+                }
+            }
+            Source::Lists(grid) => {
+                let mut chunk = [Packed::default(); CHUNK];
+                for c in ring.cells() {
+                    let mut n = 0;
+                    for (slot, m) in grid.members(c) {
+                        chunk[n] = Packed {
+                            x: m.pos.x.to_bits(),
+                            y: m.pos.y.to_bits(),
+                            slot,
+                            layers: m.layers,
+                        };
+                        n += 1;
+                        if n == CHUNK {
+                            f(&chunk);
+                            n = 0;
+                        }
+                    }
+                    f(&chunk[..n]);
+                }
+            }
+        }
+    }
+}
