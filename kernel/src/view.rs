@@ -135,6 +135,14 @@ impl Views {
         self.cap[vi] = n;
     }
 
+    /// Rewrites a view as it is: in a pass, every live view is rewritten.
+    pub(crate) fn keep(&mut self, v: u32) {
+        self.rewrite(v, |old, out| {
+            out[..old.len()].copy_from_slice(old);
+            old.len()
+        });
+    }
+
     /// Where a view that grew to `total` entries goes: the free end of the
     /// front half, after packing every view into the other half if the
     /// end is full.

@@ -424,27 +424,36 @@ impl World {
         for k in 0..self.touched.len() {
             self.evaluate_subject(self.touched[k], t, !mark_all);
         }
-        self.use_packed = mark_all;
-        if mark_all {
-            self.sort_observers();
-            self.affected.extend_from_slice(&self.by_id);
+        // When a large share of the observers is affected anyway, rebuild
+        // them from the sorted copy and stream every view into fresh
+        // storage (copying the unaffected ones as they are): one copy of
+        // the world costs less than that many walks of the cell lists.
+        let full = mark_all || self.affected.len() * 16 >= self.count as usize;
+        self.use_packed = full;
+        if full {
             match &mut self.squares {
                 Some(squares) => squares.rebuild(&self.grid, self.grid.cell_count()),
                 None => self.packed.rebuild(&self.grid),
             }
-        }
-
-        if mark_all {
-            // Every view is rewritten, in id order, into fresh storage.
+            self.sort_observers();
             self.views.begin_pass();
+            for k in 0..self.by_id.len() {
+                let slot = self.by_id[k].1;
+                if mark_all || self.stamps.affected[slot as usize] == t {
+                    events += self.rebuild_view(slot, sink);
+                } else {
+                    let view = self.entities[slot as usize].view;
+                    self.views.keep(view);
+                }
+            }
+            self.views.end_pass();
         } else {
             self.affected.sort_unstable();
+            for k in 0..self.affected.len() {
+                let slot = self.affected[k].1;
+                events += self.rebuild_view(slot, sink);
+            }
         }
-        for k in 0..self.affected.len() {
-            let slot = self.affected[k].1;
-            events += self.rebuild_view(slot, sink);
-        }
-        self.views.end_pass();
 
         self.settle_touched();
 
