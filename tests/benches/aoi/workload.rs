@@ -63,6 +63,9 @@ pub enum Kind {
     Teleport,
     /// Only 5% of the entities are observers.
     Npc,
+    /// 5% of the entities (drawn anew each tick) take a step; the others
+    /// stand still and send no command.
+    Calm,
 }
 
 /// One workload: a kind, a size, and a world that holds density constant
@@ -84,6 +87,7 @@ impl Spec {
             Kind::Hotspot => "hotspot",
             Kind::Teleport => "teleport",
             Kind::Npc => "npc",
+            Kind::Calm => "calm",
         };
         let size = if n.is_multiple_of(1000) {
             format!("{}k", n / 1000)
@@ -153,7 +157,8 @@ impl Spec {
 }
 
 /// The command stream of one workload: tick 1 spawns everyone, every later
-/// tick moves everyone. Two streams built from one spec are identical.
+/// tick moves everyone (in the calm workload, 5% of them). Two streams built
+/// from one spec are identical.
 pub struct Stream {
     spec: Spec,
     rng: SplitMix,
@@ -194,6 +199,9 @@ impl Stream {
         }
         let step = STEP * Q;
         for i in 0..self.spec.n {
+            if self.spec.kind == Kind::Calm && !self.rng.chance(50) {
+                continue;
+            }
             let (lo, hi) = self.spec.bounds(i);
             let p = &mut self.pos[i as usize];
             if self.spec.kind == Kind::Teleport && self.rng.chance(50) {
