@@ -75,7 +75,9 @@
 //! `A` would cost more than rebuilding every view, so every observer is
 //! rebuilt instead, scanning a sorted copy of the world made by one walk of
 //! the cells (`O(entities + cells)`), which keeps each row of a ring
-//! contiguous in memory. In radius mode the copy is sorted into squares of
+//! contiguous in memory. The same copy serves when `A` is found but holds
+//! at least a sixteenth as many observers as there are entities; the views
+//! of observers outside `A` are then copied unchanged. In radius mode the copy is sorted into squares of
 //! about a third of a cell, so a rebuild scans the bounding box of its disc
 //! rather than its whole ring. The new views are then written one after
 //! another in rebuild order, so the next such tick reads them as a stream.
