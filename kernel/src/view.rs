@@ -138,8 +138,10 @@ impl Views {
     /// Rewrites a view as it is: in a pass, every live view is rewritten.
     pub(crate) fn keep(&mut self, v: u32) {
         self.rewrite(v, |old, out| {
-            out[..old.len()].copy_from_slice(old);
-            old.len()
+            // A pass always has room for every view as it was.
+            let n = old.len().min(out.len());
+            out[..n].copy_from_slice(&old[..n]);
+            n
         });
     }
 
