@@ -163,17 +163,30 @@ impl Views {
         at
     }
 
-    /// Packs every view into the back half with no gaps, giving view `grow`
-    /// room for `total` entries, and makes that half the front.
+    /// Packs every view into the back half, giving view `grow` room for
+    /// `total` entries, and makes that half the front. The space left over
+    /// is shared out as room to grow in place, so that packing stays rare
+    /// even when the views nearly fill their half.
     fn pack(&mut self, grow: u32, total: u32) {
-        let mut cursor = self.back();
-        for v in 0..self.len.len() {
-            let (start, len) = (self.start[v] as usize, self.len[v]);
-            let cap = if v == grow as usize {
+        let needs = |v: usize, len: u32| {
+            if v == grow as usize {
                 total.max(len)
             } else {
                 len
-            };
+            }
+        };
+        // Every view fits its half, so the needs do too; sums fit u64.
+        let needed: u64 = (0..self.len.len())
+            .map(|v| u64::from(needs(v, self.len[v])))
+            .sum();
+        let views = self.len.len().max(1) as u64;
+        // share ≤ half / views, so it fits u32.
+        let share = ((u64::from(self.half) - needed.min(u64::from(self.half))) / views) as u32;
+        let mut cursor = self.back();
+        for v in 0..self.len.len() {
+            let (start, len) = (self.start[v] as usize, self.len[v]);
+            let need = needs(v, len);
+            let cap = need.max(need.saturating_add(share).min(self.max_view));
             self.store
                 .copy_within(start..start + len as usize, cursor as usize);
             self.start[v] = cursor;
