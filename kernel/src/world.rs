@@ -230,8 +230,6 @@ pub struct World {
     entered: Vec<(EntityId, u32)>,
     /// Kept subjects of the observer being rebuilt that are due an update.
     updates: Vec<(EntityId, u32)>,
-    /// Per old-view entry: the subject's id.
-    old_ids: Vec<EntityId>,
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
@@ -306,7 +304,6 @@ impl World {
             any_due: false,
             entered: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             updates: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
-            old_ids: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
                 touched: vec![0; n],
                 affected: vec![0; n],
@@ -774,18 +771,13 @@ impl World {
             .slots(view)
             .iter()
             .all(|&s| self.churned.get(s) || self.entities[s as usize].alive));
-        // The old entries' ids are fetched here, in a loop where the loads
-        // overlap, for the Leave events and the merge to read.
-        self.old_ids.clear();
         if self.churn.is_empty() {
             for &s in self.views.slots(view) {
                 self.marks.set_was(s, true);
-                self.old_ids.push(self.slot_ids[s as usize]);
             }
         } else {
             for &s in self.views.slots(view) {
                 self.marks.set_was(s, !self.churned.get(s));
-                self.old_ids.push(self.old_id(s));
             }
         }
 
@@ -864,7 +856,8 @@ impl World {
         // subjects due an update are noted for after the Enters.
         let mut leaves = 0;
         let (marks, sums, due) = (&mut self.marks, &mut self.sums, &self.due);
-        let (old_ids, entered, updates) = (&self.old_ids, &self.entered, &mut self.updates);
+        let (entered, updates) = (&self.entered, &mut self.updates);
+        let (slot_ids, prior_ids, churned) = (&self.slot_ids, &self.prior_ids, &self.churned);
         let any_due = self.any_due;
         updates.clear();
         self.views.rewrite(view, |old, out| {
@@ -877,10 +870,18 @@ impl World {
                 }
             };
             let mut next = 0;
-            for (&s, &id) in old.iter().zip(old_ids) {
+            for &s in old {
                 let kept = marks.kept(s);
                 marks.clear(s);
+                // Ids are looked up only where needed: for a Leave (the
+                // prior id if the slot churned), while entered subjects
+                // remain to be placed, and for an Update.
                 if !kept {
+                    let id = if churned.get(s) {
+                        prior_ids[s as usize]
+                    } else {
+                        slot_ids[s as usize]
+                    };
                     sink.event(Event::Leave {
                         observer: o.id,
                         subject: id,
@@ -889,13 +890,16 @@ impl World {
                     leaves += 1;
                     continue;
                 }
-                while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
-                    put(e);
-                    next += 1;
+                if next < entered.len() {
+                    let id = slot_ids[s as usize];
+                    while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
+                        put(e);
+                        next += 1;
+                    }
                 }
                 put(s);
                 if any_due && due.get(s) {
-                    updates.push((id, s));
+                    updates.push((slot_ids[s as usize], s));
                 }
             }
             for &(_, e) in entered.get(next..).unwrap_or(&[]) {
