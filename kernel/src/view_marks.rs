@@ -36,10 +36,16 @@ impl ViewMarks {
         self.marks.get(slot as usize).is_some_and(|&m| m & WAS != 0)
     }
 
+    /// Marks a new view entry; returns whether it was in the old view.
     #[inline(always)]
-    pub(crate) fn set_now(&mut self, slot: u32) {
-        if let Some(m) = self.marks.get_mut(slot as usize) {
-            *m |= NOW;
+    pub(crate) fn set_now(&mut self, slot: u32) -> bool {
+        match self.marks.get_mut(slot as usize) {
+            Some(m) => {
+                let was = *m;
+                *m = was | NOW;
+                was & WAS != 0
+            }
+            None => false,
         }
     }
 
@@ -66,14 +72,14 @@ mod tests {
         let mut marks = ViewMarks::new(4);
         marks.set_was(0, true);
         marks.set_was(1, false);
-        marks.set_now(0);
-        marks.set_now(2);
+        assert!(marks.set_now(0));
+        assert!(!marks.set_now(2));
         assert!(marks.kept(0) && marks.was(0));
         assert!(!marks.kept(1) && !marks.was(1));
         assert!(!marks.kept(2) && !marks.was(2));
         marks.clear(0);
         assert!(!marks.was(0) && !marks.kept(0));
-        marks.set_now(9);
+        assert!(!marks.set_now(9));
         assert!(!marks.kept(9));
     }
 }

@@ -843,8 +843,7 @@ impl World {
         }
         self.entered.clear();
         for &s in self.candidates.as_slice() {
-            self.marks.set_now(s);
-            if !self.marks.was(s) {
+            if !self.marks.set_now(s) {
                 self.entered.push((self.slot_ids[s as usize], s));
             }
         }
