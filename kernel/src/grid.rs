@@ -195,11 +195,6 @@ impl Grid {
         }
     }
 
-    /// The number of cells.
-    pub(crate) fn cell_count(&self) -> u32 {
-        self.width * self.height
-    }
-
     /// The index of cell `(x, y)`.
     pub(crate) fn index(&self, (x, y): (u32, u32)) -> u32 {
         y * self.width + x
@@ -256,6 +251,11 @@ impl Grid {
     /// The layers of the entity at `slot`.
     pub(crate) fn member_layers(&self, slot: u32) -> u32 {
         self.all.members[slot as usize].layers
+    }
+
+    /// Every slot's member record, vacant slots included (stale).
+    pub(crate) fn all_members(&self) -> &[Member] {
+        &self.all.members
     }
 
     /// Every `(slot, member)` in `cell`.

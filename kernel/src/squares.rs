@@ -9,9 +9,9 @@
 //! 40% fewer candidates to scan. The squares are an index of this copy only;
 //! cells still decide everything else.
 //!
-//! The copy is rebuilt by a counting sort over the grid's cell lists:
-//! `O(entities + squares)`, with the number of squares bounded when the
-//! world is built.
+//! The copy is rebuilt by a counting sort over the entity slots, read in
+//! order rather than by chasing the cell lists: `O(slots + squares)`, with
+//! the number of squares bounded when the world is built.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -32,7 +32,7 @@ pub(crate) struct PackedSquares {
     /// Counting-sort cursors, one per square.
     fill: Vec<u32>,
     entities: Vec<Packed>,
-    /// Every entity in cell-list order, with its square, before the sort.
+    /// Every live entity in slot order, with its square, before the sort.
     walk: Vec<(u32, Packed)>,
 }
 
@@ -101,26 +101,28 @@ impl PackedSquares {
         row * self.cols + col
     }
 
-    /// Sorts every entity of the grid into its square.
-    pub(crate) fn rebuild(&mut self, grid: &Grid, cells: u32) {
+    /// Sorts every live entity into its square; `born[slot]` is
+    /// `u64::MAX` for a vacant slot.
+    pub(crate) fn rebuild(&mut self, grid: &Grid, born: &[u64]) {
         self.start.fill(0);
         let mut n = 0;
-        for cell in 0..cells {
-            for (slot, m) in grid.members(cell) {
-                let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
-                let square = self.square_of(x, y);
-                self.start[square as usize + 1] += 1;
-                let layers = m.layers;
-                self.walk[n] = (square, Packed { x, y, slot, layers });
-                n += 1;
+        for (slot, (m, &b)) in grid.all_members().iter().zip(born).enumerate() {
+            if b == u64::MAX {
+                continue;
             }
+            let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
+            let square = self.square_of(x, y);
+            self.start[square as usize + 1] += 1;
+            let layers = m.layers;
+            // slot < max_entities ≤ 2^22.
+            let slot = slot as u32;
+            self.walk[n] = (square, Packed { x, y, slot, layers });
+            n += 1;
         }
         for q in 0..self.fill.len() {
             self.start[q + 1] += self.start[q];
             self.fill[q] = self.start[q];
         }
-        // In walk order: a row of cells feeds only a few rows of squares,
-        // so the cursors written to stay in cache.
         for &(square, e) in &self.walk[..n] {
             let at = self.fill[square as usize] as usize;
             self.fill[square as usize] += 1;

@@ -429,7 +429,7 @@ impl World {
         self.use_packed = full;
         if full {
             match &mut self.squares {
-                Some(squares) => squares.rebuild(&self.grid, self.grid.cell_count()),
+                Some(squares) => squares.rebuild(&self.grid, &self.born),
                 None => self.packed.rebuild(&self.grid),
             }
             self.sort_observers();
