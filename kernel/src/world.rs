@@ -814,32 +814,11 @@ impl World {
             source.visit(ring, around, |run| {
                 self.ranked.rank(&reach, run, &self.marks);
             });
-            self.candidates.clear();
-            if let Some(last) = max_view.checked_sub(1) {
-                let ranked = self.ranked.as_mut_slice();
-                let (nearer, &mut (bound, at), farther) =
-                    ranked.select_nth_unstable_by_key(last, |r| r.0);
-                self.ties.clear();
-                self.ties.push((self.slot_ids[at as usize], at));
-                // `nearer` is at most the bound and `farther` at least it.
-                for &(dist2, s) in nearer.iter() {
-                    if dist2 < bound {
-                        self.candidates.push_if(s, true);
-                    } else {
-                        self.ties.push((self.slot_ids[s as usize], s));
-                    }
-                }
-                for &(dist2, s) in farther.iter() {
-                    if dist2 == bound {
-                        self.ties.push((self.slot_ids[s as usize], s));
-                    }
-                }
-                self.ties.sort_unstable();
-                let room = max_view - self.candidates.len();
-                for &(_, s) in self.ties.iter().take(room) {
-                    self.candidates.push_if(s, true);
-                }
-            }
+            let slot_ids = &self.slot_ids;
+            let id_of = |s: u32| slot_ids[s as usize];
+            let (ties, candidates) = (&mut self.ties, &mut self.candidates);
+            self.ranked
+                .keep_nearest(reach.near, max_view, id_of, ties, candidates);
         }
         self.entered.clear();
         for &s in self.candidates.as_slice() {
