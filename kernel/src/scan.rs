@@ -1,5 +1,6 @@
-//! The candidate scan: the visibility rule applied to every entity of an
-//! observer's ring, the innermost loop of a view rebuild.
+//! The candidate scan: the visibility rule applied to every entity of the
+//! runs an observer's candidates come from (see `source.rs`), the innermost
+//! loop of a view rebuild; and the ranking that culls crowds to `max_view`.
 //!
 //! Visible slots are appended without branching: every scanned slot is
 //! written, and the length only advances for visible ones. Visibility is
