@@ -128,6 +128,7 @@ mod id_index;
 mod packed;
 mod scan;
 mod slot_bits;
+mod slot_ids;
 mod snapshot;
 mod source;
 mod squares;

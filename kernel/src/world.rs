@@ -15,6 +15,7 @@ use crate::id_index::IdIndex;
 use crate::packed::PackedCells;
 use crate::scan::{Candidates, Ranked, Reach};
 use crate::slot_bits::SlotBits;
+use crate::slot_ids::SlotIds;
 use crate::source::Source;
 use crate::squares::PackedSquares;
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
@@ -233,14 +234,8 @@ pub struct World {
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
-    /// Id of each slot's entity (stale when vacant); views hold slots only.
-    slot_ids: Vec<u64>,
-    /// Slots whose occupant was spawned or despawned this tick: an old view
-    /// entry naming one is a different incarnation, whose id is kept in
-    /// `prior_ids`. Listed in `churn`.
-    churned: SlotBits,
-    churn: Vec<u32>,
-    prior_ids: Vec<u64>,
+    /// Id of each slot's entity; views hold slots only.
+    ids: SlotIds,
     /// Subjects whose update is due this tick.
     due: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
@@ -309,10 +304,7 @@ impl World {
                 affected: vec![0; n],
             },
             born: vec![u64::MAX; n],
-            slot_ids: vec![0; n],
-            churned: SlotBits::new(config.max_entities),
-            churn: Vec::with_capacity(n),
-            prior_ids: vec![0; n],
+            ids: SlotIds::new(config.max_entities),
             due: SlotBits::new(config.max_entities),
             marks: ViewMarks::new(config.max_entities),
             motions: vec![Motion::default(); n],
@@ -362,12 +354,7 @@ impl World {
     pub fn view(&self, observer: EntityId) -> Option<impl Iterator<Item = EntityId> + '_> {
         let slot = self.index.get(observer)?;
         let view = self.entities[slot as usize].view;
-        (view != NO_VIEW).then(|| {
-            self.views
-                .slots(view)
-                .iter()
-                .map(|&s| self.slot_ids[s as usize])
-        })
+        (view != NO_VIEW).then(|| self.views.slots(view).iter().map(|&s| self.ids.id(s)))
     }
 
     /// The last state sent for an entity and when (the throttle's `L` and `T`).
@@ -454,7 +441,7 @@ impl World {
 
         self.settle_touched();
 
-        self.clear_churn();
+        self.ids.end_tick();
         self.tick = t;
         self.digest = self.compute_digest();
         TickReport {
@@ -535,9 +522,9 @@ impl World {
             near: self.near(ring, s.radius),
             hash: 0,
         };
-        self.mark_churn(slot);
+        self.ids.churn(slot);
+        self.ids.set(slot, s.id);
         self.born[slot as usize] = t;
-        self.slot_ids[slot as usize] = s.id;
         self.motions[slot as usize] = motion;
         self.index.insert(s.id, slot);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
@@ -632,7 +619,7 @@ impl World {
         if e.is_observer() {
             // A despawned observer gets no further events: drop its view silently.
             for k in 0..self.views.slots(e.view).len() {
-                let subject = self.old_id(self.views.slots(e.view)[k]);
+                let subject = self.ids.old(self.views.slots(e.view)[k]);
                 self.sums.remove_pair(e.id, subject);
             }
             self.views.release(e.view);
@@ -643,7 +630,7 @@ impl World {
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
         self.entities[slot as usize] = Entity::VACANT;
         self.born[slot as usize] = u64::MAX;
-        self.mark_churn(slot);
+        self.ids.churn(slot);
         self.free_slots.push(slot);
         self.count -= 1;
         Ok(())
@@ -664,30 +651,6 @@ impl World {
         // The same id despawned and spawned again into the same slot.
         self.by_id.dedup();
         self.by_id_clean = true;
-    }
-
-    fn mark_churn(&mut self, slot: u32) {
-        if !self.churned.get(slot) {
-            self.churned.set(slot);
-            self.churn.push(slot);
-            self.prior_ids[slot as usize] = self.slot_ids[slot as usize];
-        }
-    }
-
-    /// The id of the subject an old view entry (end of last tick) names.
-    fn old_id(&self, slot: u32) -> EntityId {
-        if self.churned.get(slot) {
-            self.prior_ids[slot as usize]
-        } else {
-            self.slot_ids[slot as usize]
-        }
-    }
-
-    fn clear_churn(&mut self) {
-        for &slot in &self.churn {
-            self.churned.clear(slot);
-        }
-        self.churn.clear();
     }
 
     fn release_ring(&mut self, ring: u32) {
@@ -759,8 +722,19 @@ impl World {
     /// The old and new views are marked per slot while the view is rebuilt,
     /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
-        let o = self.entities[slot as usize];
-        let view = o.view;
+        // What the rebuild needs of the observer, not a copy of its record.
+        let o = &self.entities[slot as usize];
+        let (observer, view, cell, ring) = (o.id, o.view, o.cell, o.ring);
+        // Squares (radius mode) cover the disc of radius r + hysteresis.
+        let stay = o.radius.to_bits() + self.config.hysteresis.to_bits();
+        let reach = Reach {
+            slot,
+            interest: o.interest,
+            x: o.cur.pos.x.to_bits(),
+            y: o.cur.pos.y.to_bits(),
+            radius: (self.config.visibility == Visibility::Radius).then_some((o.enter2, o.stay2)),
+            near: o.near,
+        };
 
         // "Was visible": old entries still naming the same incarnation. A
         // slot churned this tick holds another incarnation (or none); one
@@ -770,38 +744,25 @@ impl World {
             .views
             .slots(view)
             .iter()
-            .all(|&s| self.churned.get(s) || self.entities[s as usize].alive));
-        if self.churn.is_empty() {
+            .all(|&s| self.ids.churned(s) || self.entities[s as usize].alive));
+        if !self.ids.any_churned() {
             for &s in self.views.slots(view) {
                 self.marks.set_was(s, true);
             }
         } else {
             for &s in self.views.slots(view) {
-                self.marks.set_was(s, !self.churned.get(s));
+                self.marks.set_was(s, !self.ids.churned(s));
             }
         }
 
         self.candidates.clear();
-        let reach = Reach {
-            slot,
-            interest: o.interest,
-            x: o.cur.pos.x.to_bits(),
-            y: o.cur.pos.y.to_bits(),
-            radius: (self.config.visibility == Visibility::Radius).then_some((o.enter2, o.stay2)),
-            near: o.near,
-        };
-        let ring = self.grid.ring(o.cell, o.ring);
+        let ring = self.grid.ring(cell, ring);
         let source = match (&self.squares, self.use_packed) {
             (Some(squares), true) => Source::Squares(squares),
             (None, true) => Source::Cells(&self.packed),
             (_, false) => Source::Lists(&self.grid),
         };
-        // Squares (radius mode) cover the disc of radius r + hysteresis.
-        let around = (
-            reach.x,
-            reach.y,
-            o.radius.to_bits() + self.config.hysteresis.to_bits(),
-        );
+        let around = (reach.x, reach.y, stay);
         source.visit(ring, around, |run| {
             self.candidates.scan(&reach, run, &self.marks);
         });
@@ -814,8 +775,8 @@ impl World {
             source.visit(ring, around, |run| {
                 self.ranked.rank(&reach, run, &self.marks);
             });
-            let slot_ids = &self.slot_ids;
-            let id_of = |s: u32| slot_ids[s as usize];
+            let ids = &self.ids;
+            let id_of = |s: u32| ids.id(s);
             let (ties, candidates) = (&mut self.ties, &mut self.candidates);
             self.ranked
                 .keep_nearest(reach.near, max_view, id_of, ties, candidates);
@@ -823,7 +784,7 @@ impl World {
         self.entered.clear();
         for &s in self.candidates.as_slice() {
             if !self.marks.set_now(s) {
-                self.entered.push((self.slot_ids[s as usize], s));
+                self.entered.push((self.ids.id(s), s));
             }
         }
         self.entered.sort_unstable_by_key(|&(id, _)| id);
@@ -835,7 +796,7 @@ impl World {
         let mut leaves = 0;
         let (marks, sums, due) = (&mut self.marks, &mut self.sums, &self.due);
         let (entered, updates) = (&self.entered, &mut self.updates);
-        let (slot_ids, prior_ids, churned) = (&self.slot_ids, &self.prior_ids, &self.churned);
+        let ids = &self.ids;
         let any_due = self.any_due;
         updates.clear();
         self.views.rewrite(view, |old, out| {
@@ -855,21 +816,17 @@ impl World {
                 // prior id if the slot churned), while entered subjects
                 // remain to be placed, and for an Update.
                 if !kept {
-                    let id = if churned.get(s) {
-                        prior_ids[s as usize]
-                    } else {
-                        slot_ids[s as usize]
-                    };
+                    let id = ids.old(s);
                     sink.event(Event::Leave {
-                        observer: o.id,
+                        observer,
                         subject: id,
                     });
-                    sums.remove_pair(o.id, id);
+                    sums.remove_pair(observer, id);
                     leaves += 1;
                     continue;
                 }
                 if next < entered.len() {
-                    let id = slot_ids[s as usize];
+                    let id = ids.id(s);
                     while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
                         put(e);
                         next += 1;
@@ -877,7 +834,7 @@ impl World {
                 }
                 put(s);
                 if any_due && due.get(s) {
-                    updates.push((slot_ids[s as usize], s));
+                    updates.push((ids.id(s), s));
                 }
             }
             for &(_, e) in entered.get(next..).unwrap_or(&[]) {
@@ -890,20 +847,20 @@ impl World {
             self.marks.clear(s);
             let m = &self.motions[s as usize];
             sink.event(Event::Enter {
-                observer: o.id,
+                observer,
                 subject: id,
                 pos: m.pos,
                 dir: m.dir,
                 speed: m.speed,
                 layers: self.grid.member_layers(s),
             });
-            self.sums.add_pair(o.id, id);
+            self.sums.add_pair(observer, id);
             events += 1;
         }
         for &(subject, s) in &self.updates {
             let m = &self.motions[s as usize];
             sink.event(Event::Update {
-                observer: o.id,
+                observer,
                 subject,
                 pos: m.pos,
                 dir: m.dir,
@@ -954,7 +911,7 @@ impl World {
         self.entities.iter().filter(|e| e.alive).map(|e| {
             let view = if e.is_observer() {
                 let ids = self.views.slots(e.view).iter();
-                ids.map(|&s| self.slot_ids[s as usize]).collect()
+                ids.map(|&s| self.ids.id(s)).collect()
             } else {
                 Vec::new()
             };
@@ -1023,7 +980,7 @@ impl World {
     }
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {
-        self.clear_churn();
+        self.ids.end_tick();
         self.tick = tick;
         self.digest = self.compute_digest();
     }

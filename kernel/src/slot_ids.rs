@@ -1,0 +1,106 @@
+//! Which entity id each slot holds, and which slots changed hands this tick.
+//!
+//! Views and scans name subjects by slot; ids are looked up here. A slot
+//! despawned or spawned into during a tick is *churned*: old view entries
+//! naming it (end of last tick) mean its prior occupant, whose id is kept
+//! until the tick ends.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::command::EntityId;
+use crate::slot_bits::SlotBits;
+
+pub(crate) struct SlotIds {
+    /// The current occupant's id (stale when vacant).
+    ids: Vec<EntityId>,
+    /// The occupant at the start of this tick, for churned slots.
+    prior: Vec<EntityId>,
+    churned: SlotBits,
+    /// The churned slots, to clear them at the end of the tick.
+    churn: Vec<u32>,
+}
+
+impl SlotIds {
+    pub(crate) fn new(slots: u32) -> Self {
+        let n = slots as usize;
+        SlotIds {
+            ids: vec![0; n],
+            prior: vec![0; n],
+            churned: SlotBits::new(slots),
+            churn: Vec::with_capacity(n),
+        }
+    }
+
+    /// The id of the slot's current occupant.
+    #[inline(always)]
+    pub(crate) fn id(&self, slot: u32) -> EntityId {
+        self.ids[slot as usize]
+    }
+
+    /// The id an old view entry (end of last tick) names.
+    #[inline(always)]
+    pub(crate) fn old(&self, slot: u32) -> EntityId {
+        if self.churned.get(slot) {
+            self.prior[slot as usize]
+        } else {
+            self.ids[slot as usize]
+        }
+    }
+
+    /// Whether the slot changed hands this tick.
+    #[inline(always)]
+    pub(crate) fn churned(&self, slot: u32) -> bool {
+        self.churned.get(slot)
+    }
+
+    /// Whether any slot changed hands this tick.
+    pub(crate) fn any_churned(&self) -> bool {
+        !self.churn.is_empty()
+    }
+
+    /// Records that the slot's occupant is despawned or replaced this tick;
+    /// call before its id changes.
+    pub(crate) fn churn(&mut self, slot: u32) {
+        if !self.churned.get(slot) {
+            self.churned.set(slot);
+            self.churn.push(slot);
+            self.prior[slot as usize] = self.ids[slot as usize];
+        }
+    }
+
+    /// A new occupant; the slot must be churned first.
+    pub(crate) fn set(&mut self, slot: u32, id: EntityId) {
+        self.ids[slot as usize] = id;
+    }
+
+    /// Ends the tick: no slot is churned any more.
+    pub(crate) fn end_tick(&mut self) {
+        for &slot in &self.churn {
+            self.churned.clear(slot);
+        }
+        self.churn.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlotIds;
+
+    #[test]
+    fn churned_slots_keep_their_prior_id_until_the_tick_ends() {
+        let mut ids = SlotIds::new(4);
+        ids.churn(1);
+        ids.set(1, 10);
+        ids.end_tick();
+        assert_eq!((ids.id(1), ids.old(1)), (10, 10));
+        ids.churn(1);
+        ids.set(1, 20);
+        ids.churn(1);
+        assert!(ids.churned(1) && ids.any_churned());
+        assert_eq!((ids.id(1), ids.old(1)), (20, 10));
+        ids.end_tick();
+        assert!(!ids.churned(1) && !ids.any_churned());
+        assert_eq!(ids.old(1), 20);
+    }
+}
