@@ -16,7 +16,7 @@
 
 use alloc::vec::Vec;
 
-use lockgrid_kernel::{CommandKind, EntityId, Event, Fix, Pos, RejectReason};
+use lockgrid_kernel::{CommandKind, EntityId, Event, EventKind, Fix, Pos, RejectReason};
 
 use crate::error::{BatchError, DecodeError};
 use crate::view::{Seen, View};
@@ -74,18 +74,9 @@ fn reason_from_code(c: u8) -> Option<RejectReason> {
     RejectReason::ALL.get(usize::from(c)).copied()
 }
 
-fn rank(e: &Event) -> u8 {
-    match e {
-        Event::Rejected { .. } => 0,
-        Event::Leave { .. } => 1,
-        Event::Enter { .. } => 2,
-        Event::Update { .. } => 3,
-    }
-}
-
 /// Checks that `events` are one observer's events in contract order.
 pub fn check_order(events: &[Event]) -> Result<(), BatchError> {
-    let mut last: Option<(u8, EntityId)> = None;
+    let mut last: Option<(EventKind, EntityId)> = None;
     let mut observer: Option<EntityId> = None;
     for e in events {
         let Some((obs, _, subject)) = e.order_key() else {
@@ -97,7 +88,7 @@ pub fn check_order(events: &[Event]) -> Result<(), BatchError> {
         if *observer.get_or_insert(obs) != obs {
             return Err(BatchError::MixedObservers);
         }
-        let key = (rank(e), subject);
+        let key = (e.kind(), subject);
         if last.is_some_and(|l| key <= l) {
             return Err(BatchError::OutOfOrder);
         }
@@ -106,8 +97,8 @@ pub fn check_order(events: &[Event]) -> Result<(), BatchError> {
     Ok(())
 }
 
-fn run_of(events: &[Event], r: u8) -> usize {
-    events.iter().take_while(|e| rank(e) == r).count()
+fn run_of(events: &[Event], kind: EventKind) -> usize {
+    events.iter().take_while(|e| e.kind() == kind).count()
 }
 
 /// Encoder state for one part: the writer, the budget and the bookkeeping
@@ -185,7 +176,7 @@ pub fn encode_part(
     let mut i = 0usize;
 
     // Rejections.
-    let run = p.open(run_of(events, 0));
+    let run = p.open(run_of(events, EventKind::Rejected));
     let mut c = 0;
     while c < run {
         let Some(&Event::Rejected {
@@ -212,7 +203,7 @@ pub fn encode_part(
     scratch.leaves.clear();
     scratch.enters.clear();
     scratch.updates.clear();
-    let run = p.open(run_of(&events[i..], 1));
+    let run = p.open(run_of(&events[i..], EventKind::Leave));
     let (mut c, mut j, mut next_min) = (0, 0usize, 0usize);
     while c < run {
         let Some(&Event::Leave { subject, .. }) = events.get(i) else {
@@ -238,7 +229,7 @@ pub fn encode_part(
     p.close(c);
 
     // Enters: ascending ids not visible once the leaves are applied.
-    let run = p.open(run_of(&events[i..], 2));
+    let run = p.open(run_of(&events[i..], EventKind::Enter));
     let (mut c, mut j, mut lk) = (0, 0usize, 0usize);
     let mut prev: Option<EntityId> = None;
     let mut prev_pos = (0i64, 0i64);
@@ -301,7 +292,7 @@ pub fn encode_part(
     let base: &[(EntityId, Seen)] = if merged { &scratch.next } else { entries };
 
     // Updates: indices into the view after this part's leaves and enters.
-    let run = p.open(run_of(&events[i..], 3));
+    let run = p.open(run_of(&events[i..], EventKind::Update));
     let (mut c, mut j, mut next_min) = (0, 0usize, 0usize);
     while c < run {
         let Some(&Event::Update {

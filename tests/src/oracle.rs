@@ -162,7 +162,8 @@ impl Oracle {
                 }
             }
         }
-        view_events.sort_by_key(sort_key);
+        // The contract's key: observer, then Leave < Enter < Update, then subject.
+        view_events.sort_by_key(Event::order_key);
         events.extend(view_events);
 
         let tick = self.tick;
@@ -366,20 +367,6 @@ fn floor_div(a: i128, b: i128) -> i128 {
         q - 1
     } else {
         q
-    }
-}
-
-/// The contract's sort key for view events: observer, then Leave < Enter < Update, then subject.
-fn sort_key(e: &Event) -> (EntityId, u8, EntityId) {
-    match *e {
-        Event::Leave { observer, subject } => (observer, 0, subject),
-        Event::Enter {
-            observer, subject, ..
-        } => (observer, 1, subject),
-        Event::Update {
-            observer, subject, ..
-        } => (observer, 2, subject),
-        Event::Rejected { .. } => unreachable!("rejections are not sorted"),
     }
 }
 
