@@ -6,6 +6,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::digest::mix64;
+
 const EMPTY: u32 = u32::MAX;
 
 pub(crate) struct IdIndex {
@@ -15,11 +17,8 @@ pub(crate) struct IdIndex {
 }
 
 fn spread(id: u64) -> u64 {
-    // splitmix64 finalizer: cheap and scatters sequential ids.
-    let mut z = id.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    // splitmix64: cheap and scatters sequential ids.
+    mix64(id.wrapping_add(0x9e37_79b9_7f4a_7c15))
 }
 
 impl IdIndex {
