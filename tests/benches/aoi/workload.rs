@@ -7,6 +7,7 @@
 //! so the float-based peers can agree with the kernel bit for bit.
 
 use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Spawn, Visibility};
+use lockgrid_tests::gen::Rng;
 
 /// Lattice steps per world unit.
 pub const Q: i64 = 256;
@@ -23,33 +24,14 @@ pub fn fix_of_q(q: i64) -> Fix {
     Fix::from_bits(q * (65536 / Q))
 }
 
-/// SplitMix64: tiny, seedable, good enough to drive a workload.
-#[derive(Clone, Debug)]
-pub struct SplitMix(u64);
+/// Uniform in `lo..=hi` (the tiny modulo bias does not matter here).
+fn range(rng: &mut Rng, lo: i64, hi: i64) -> i64 {
+    lo + rng.below((hi - lo + 1) as u64) as i64
+}
 
-impl SplitMix {
-    pub fn new(seed: u64) -> Self {
-        SplitMix(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..=hi` (the tiny modulo bias does not matter here).
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        let span = (hi - lo + 1) as u64;
-        lo + (self.next_u64() % span) as i64
-    }
-
-    /// True with probability `per_mille / 1000`.
-    pub fn chance(&mut self, per_mille: u64) -> bool {
-        self.next_u64() % 1000 < per_mille
-    }
+/// True with probability `per_mille / 1000`.
+fn chance(rng: &mut Rng, per_mille: u64) -> bool {
+    rng.below(1000) < per_mille
 }
 
 /// What varies between workloads.
@@ -161,7 +143,7 @@ impl Spec {
 /// from one spec are identical.
 pub struct Stream {
     spec: Spec,
-    rng: SplitMix,
+    rng: Rng,
     /// Current positions in lattice units.
     pos: Vec<(i64, i64)>,
     tick: u64,
@@ -171,7 +153,7 @@ impl Stream {
     pub fn new(spec: &Spec) -> Stream {
         Stream {
             spec: spec.clone(),
-            rng: SplitMix::new(spec.seed),
+            rng: Rng::new(spec.seed),
             pos: Vec::with_capacity(spec.n as usize),
             tick: 0,
         }
@@ -185,7 +167,10 @@ impl Stream {
         if self.tick == 1 {
             for i in 0..self.spec.n {
                 let (lo, hi) = self.spec.bounds(i);
-                let p = (self.rng.range(lo, hi - 1), self.rng.range(lo, hi - 1));
+                let p = (
+                    range(&mut self.rng, lo, hi - 1),
+                    range(&mut self.rng, lo, hi - 1),
+                );
                 self.pos.push(p);
                 let at = pos_of(p);
                 let spawn = if self.spec.is_observer(i) {
@@ -199,16 +184,19 @@ impl Stream {
         }
         let step = STEP * Q;
         for i in 0..self.spec.n {
-            if self.spec.kind == Kind::Calm && !self.rng.chance(50) {
+            if self.spec.kind == Kind::Calm && !chance(&mut self.rng, 50) {
                 continue;
             }
             let (lo, hi) = self.spec.bounds(i);
             let p = &mut self.pos[i as usize];
-            if self.spec.kind == Kind::Teleport && self.rng.chance(50) {
-                *p = (self.rng.range(lo, hi - 1), self.rng.range(lo, hi - 1));
+            if self.spec.kind == Kind::Teleport && chance(&mut self.rng, 50) {
+                *p = (
+                    range(&mut self.rng, lo, hi - 1),
+                    range(&mut self.rng, lo, hi - 1),
+                );
             } else {
-                p.0 = reflect(p.0 + self.rng.range(-step, step), lo, hi);
-                p.1 = reflect(p.1 + self.rng.range(-step, step), lo, hi);
+                p.0 = reflect(p.0 + range(&mut self.rng, -step, step), lo, hi);
+                p.1 = reflect(p.1 + range(&mut self.rng, -step, step), lo, hi);
             }
             out.push(Command::Move(Move {
                 id: EntityId::from(i),
