@@ -379,6 +379,19 @@ struct Bot {
 }
 
 impl Bot {
+    /// Counts the inputs the server has acknowledged. Inputs leave the
+    /// client's queue front first when acknowledged; a closed client drops
+    /// its queue, so this counts only while it is open.
+    fn note_acked(&mut self) {
+        if matches!(
+            self.client.state(),
+            ClientState::Connected | ClientState::Closing
+        ) {
+            let acked = self.sent.len().saturating_sub(self.client.unacked_inputs());
+            self.acked = self.acked.max(acked);
+        }
+    }
+
     fn rand(&mut self) -> u64 {
         self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
         mix(self.rng)
@@ -519,14 +532,8 @@ pub fn run_bots(
                         b.packets_in += 1;
                         b.bytes_in += n as u64;
                         b.client.handle_datagram(now, from, &buf[..n]);
-                        if matches!(
-                            b.client.state(),
-                            ClientState::Connected | ClientState::Closing
-                        ) {
-                            b.acked = b
-                                .acked
-                                .max(b.sent.len().saturating_sub(b.client.unacked_inputs()));
-                        }
+                        // Before a Bye can close it and drop its queue.
+                        b.note_acked();
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e)
@@ -542,16 +549,7 @@ pub fn run_bots(
             if b.client.poll_timeout().is_some_and(|t| t <= now) {
                 b.client.handle_timeout(now);
             }
-            // Inputs leave the queue front first when acknowledged; a closed
-            // client drops its queue, so count only while it is open.
-            if matches!(
-                b.client.state(),
-                ClientState::Connected | ClientState::Closing
-            ) {
-                b.acked = b
-                    .acked
-                    .max(b.sent.len().saturating_sub(b.client.unacked_inputs()));
-            }
+            b.note_acked();
             while let Some(ev) = b.client.poll_event() {
                 match ev {
                     ClientEvent::Connected(w) => {
