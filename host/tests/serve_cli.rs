@@ -2,12 +2,32 @@
 
 mod serve_common;
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use lockgrid_host::journal::JournalReader;
 use lockgrid_host::store::journal_path;
 use serve_common::{run_bounded, BIN};
+
+/// `lockgrid serve` for one tick on any free port, with `extra` flags.
+fn serve_one_tick(data: &Path, extra: &[&str]) -> Output {
+    run_bounded(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--ticks",
+                "1",
+                "--data-dir",
+            ])
+            .arg(data)
+            .args(extra)
+            .env("RUST_LOG", "warn"),
+        Duration::from_secs(30),
+    )
+}
 
 #[test]
 fn config_file_sets_the_world_and_flags_override_it() {
@@ -67,21 +87,7 @@ fn bad_options_fail_with_a_message() {
         (vec!["--max-speed", "fast"], "--max-speed"),
         (vec!["--max-speed=-3"], "--max-speed"),
     ] {
-        let out = run_bounded(
-            Command::new(BIN)
-                .args([
-                    "serve",
-                    "--addr",
-                    "127.0.0.1:0",
-                    "--ticks",
-                    "1",
-                    "--data-dir",
-                ])
-                .arg(dir.path().join("data"))
-                .args(&args)
-                .env("RUST_LOG", "warn"),
-            Duration::from_secs(30),
-        );
+        let out = serve_one_tick(&dir.path().join("data"), &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
@@ -93,20 +99,7 @@ fn a_second_server_on_the_same_data_folder_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let mut first = serve_common::start_serve(&data, "127.0.0.1:0", &["--seconds", "30"]);
-    let out = run_bounded(
-        Command::new(BIN)
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--ticks",
-                "1",
-                "--data-dir",
-            ])
-            .arg(&data)
-            .env("RUST_LOG", "warn"),
-        Duration::from_secs(30),
-    );
+    let out = serve_one_tick(&data, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("in use by another server"), "{stderr}");
