@@ -132,6 +132,7 @@ mod slot_ids;
 mod snapshot;
 mod source;
 mod squares;
+mod subject_pairs;
 mod throttle;
 mod view;
 mod view_marks;

@@ -136,7 +136,11 @@ impl Views {
     }
 
     /// Rewrites a view as it is: in a pass, every live view is rewritten.
+    /// Outside a pass, does nothing.
     pub(crate) fn keep(&mut self, v: u32) {
+        if self.pass.is_none() {
+            return; // Outside a pass a view stays where it is.
+        }
         self.rewrite(v, |old, out| {
             // A pass always has room for every view as it was.
             let n = old.len().min(out.len());

@@ -18,9 +18,13 @@ use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::source::Source;
 use crate::squares::PackedSquares;
+use crate::subject_pairs::{PairKind, SubjectPairs};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 use crate::view_marks::ViewMarks;
+
+mod incremental;
+use incremental::Subject;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -176,11 +180,17 @@ impl Entity {
     }
 }
 
+/// Room in [`SubjectPairs`] per entity: enough for a tick in which a few
+/// percent of a crowded world move, each pair one event.
+const PAIRS_PER_ENTITY: u32 = 16;
+
 /// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
 /// the current tick, so sets clear in O(1).
 struct Stamps {
     touched: Vec<u64>,
     affected: Vec<u64>,
+    /// Affected observers whose view is rebuilt rather than updated.
+    rebuild: Vec<u64>,
 }
 
 /// A deterministic lockstep AOI world. See the [crate docs](crate) for the contract.
@@ -216,6 +226,14 @@ pub struct World {
     touched: Vec<u32>,
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
+    /// How many affected observers are rebuilt this tick.
+    rebuilds: u32,
+    /// The observers around the subject being paired.
+    around: Vec<u32>,
+    /// The events changed subjects make for observers that are not rebuilt.
+    pairs: SubjectPairs,
+    /// One updated observer's resolved pairs.
+    group: Vec<(PairKind, EntityId, u32)>,
     candidates: Candidates,
     /// Crowd culling: visible candidates with their `dist²`, and those at
     /// the cut-off distance with their ids.
@@ -290,6 +308,10 @@ impl World {
             touched: Vec::with_capacity(n),
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
+            rebuilds: 0,
+            around: Vec::with_capacity(config.max_observers as usize),
+            pairs: SubjectPairs::new(config.max_entities, PAIRS_PER_ENTITY),
+            group: Vec::with_capacity(n),
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             ties: Vec::with_capacity(n),
@@ -302,6 +324,7 @@ impl World {
             stamps: Stamps {
                 touched: vec![0; n],
                 affected: vec![0; n],
+                rebuild: vec![0; n],
             },
             born: vec![u64::MAX; n],
             ids: SlotIds::new(config.max_entities),
@@ -374,6 +397,8 @@ impl World {
         self.touched.clear();
         self.gone.clear();
         self.affected.clear();
+        self.rebuilds = 0;
+        self.pairs.clear();
         self.any_due = false;
 
         for command in commands {
@@ -402,17 +427,25 @@ impl World {
         if !mark_all {
             for k in 0..self.gone.len() {
                 let cell = self.gone[k];
-                self.mark_observers_around(cell, t);
+                self.rebuild_observers_around(cell, t);
             }
         }
         for k in 0..self.touched.len() {
             self.evaluate_subject(self.touched[k], t, !mark_all);
         }
-        // When a large share of the observers is affected anyway, rebuild
+        // Observers not rebuilt apply their subjects' pairs; when those did
+        // not all fit, every affected observer is rebuilt instead.
+        let update_some = !mark_all && !self.pairs.overflowed();
+        if update_some {
+            self.pairs.group();
+        } else {
+            self.rebuilds = self.affected.len() as u32;
+        }
+        // When a large share of the observers is rebuilt anyway, rebuild
         // them from the sorted copy and stream every view into fresh
         // storage (copying the unaffected ones as they are): one copy of
         // the world costs less than that many walks of the cell lists.
-        let full = mark_all || self.affected.len() * 16 >= self.count as usize;
+        let full = mark_all || self.rebuilds as usize * 16 >= self.count as usize;
         self.use_packed = full;
         if full {
             match &mut self.squares {
@@ -424,7 +457,7 @@ impl World {
             for k in 0..self.by_id.len() {
                 let slot = self.by_id[k].1;
                 if mark_all || self.stamps.affected[slot as usize] == t {
-                    events += self.rebuild_view(slot, sink);
+                    events += self.refresh_view(slot, update_some, t, sink);
                 } else {
                     let view = self.entities[slot as usize].view;
                     self.views.keep(view);
@@ -435,7 +468,7 @@ impl World {
             self.affected.sort_unstable();
             for k in 0..self.affected.len() {
                 let slot = self.affected[k].1;
-                events += self.rebuild_view(slot, sink);
+                events += self.refresh_view(slot, update_some, t, sink);
             }
         }
 
@@ -660,8 +693,17 @@ impl World {
         }
     }
 
-    /// Decides whether a changed or pending subject is due, and marks every
-    /// observer whose view it may enter, leave or update in.
+    /// Rebuilds an affected observer's view, or updates it from its pairs.
+    fn refresh_view<S: EventSink>(&mut self, slot: u32, update: bool, t: u64, sink: &mut S) -> u64 {
+        if update && self.stamps.rebuild[slot as usize] != t {
+            self.update_view(slot, sink)
+        } else {
+            self.rebuild_view(slot, sink)
+        }
+    }
+
+    /// Decides whether a changed or pending subject is due, and pairs it
+    /// with every observer whose view it enters, leaves or updates in.
     fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool) {
         let fresh = self.born[slot as usize] == t;
         let e = &mut self.entities[slot as usize];
@@ -678,33 +720,39 @@ impl World {
             self.due.set(slot);
             self.any_due = true;
         }
-        let (cell, prev_pos, observer) = (e.cell, e.prev.pos, e.is_observer());
+        let (observer, cur, prev) = (e.is_observer(), e.cur.pos, e.prev.pos);
         if mark && (changed || due) {
-            self.mark_observers_around(cell, t);
-            if !fresh {
-                if let Some(prev_cell) = self.cell_index(prev_pos) {
-                    if prev_cell != cell {
-                        self.mark_observers_around(prev_cell, t);
-                    }
-                }
-            }
+            let at = |cell, p: Pos| (cell, p.x.to_bits(), p.y.to_bits());
+            let subject = Subject {
+                slot,
+                layers: e.layers,
+                now: at(e.cell, cur),
+                before: if fresh {
+                    None
+                } else {
+                    self.cell_index(prev).map(|cell| at(cell, prev))
+                },
+                moved: changed,
+                due,
+            };
+            self.pair_subject(&subject, t);
         }
         if mark && changed && observer {
-            self.mark_affected(slot, t);
+            self.mark_rebuild(slot, t);
         }
     }
 
-    /// Marks every observer whose ring covers `cell`.
-    fn mark_observers_around(&mut self, cell: u32, t: u64) {
+    /// Marks every observer whose ring covers `cell` for a rebuild.
+    fn rebuild_observers_around(&mut self, cell: u32, t: u64) {
+        self.around.clear();
         for c in self.grid.ring(cell, self.max_ring).cells() {
-            for o in self.grid.observers(c) {
-                let e = &self.entities[o as usize];
-                if self.stamps.affected[o as usize] != t
-                    && self.grid.cell_distance(e.cell, cell) <= e.ring
-                {
-                    self.stamps.affected[o as usize] = t;
-                    self.affected.push((e.id, o));
-                }
+            self.around.extend(self.grid.observers(c));
+        }
+        for k in 0..self.around.len() {
+            let o = self.around[k];
+            let e = &self.entities[o as usize];
+            if self.grid.cell_distance(e.cell, cell) <= e.ring {
+                self.mark_rebuild(o, t);
             }
         }
     }
@@ -713,6 +761,14 @@ impl World {
         if self.stamps.affected[slot as usize] != t {
             self.stamps.affected[slot as usize] = t;
             self.affected.push((self.entities[slot as usize].id, slot));
+        }
+    }
+
+    fn mark_rebuild(&mut self, slot: u32, t: u64) {
+        self.mark_affected(slot, t);
+        if self.stamps.rebuild[slot as usize] != t {
+            self.stamps.rebuild[slot as usize] = t;
+            self.rebuilds += 1;
         }
     }
 

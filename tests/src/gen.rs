@@ -651,6 +651,132 @@ pub fn busy(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
     Scenario { config, ticks: out }
 }
 
+/// A calm deterministic scenario: most entities stand still while a few
+/// `movers` per tick step (some across the hysteresis band), stop, or
+/// despawn and come back, so observers mostly update their views from the
+/// changed subjects around them rather than rebuild. A cluster in one spot
+/// keeps some views full at `max_view`.
+pub fn calm(seed: u64, ticks: usize, visibility: Visibility, movers: u64) -> Scenario {
+    const ENTITIES: u64 = 240;
+    const CLUSTER: u64 = 40;
+    let config = Config {
+        origin: Pos::from_ints(0, 0),
+        cell_size: Fix::from_num(100),
+        width_cells: 8,
+        height_cells: 8,
+        visibility,
+        hysteresis: Fix::from_num(25),
+        max_entities: 256,
+        max_observers: 256,
+        max_view: 32,
+        ..Config::default()
+    };
+    let mut rng = Rng::new(seed);
+    let inside = |c: i64| Fix::from_num(c.clamp(0, 799));
+    let spawn = |id: u64, pos: Pos| Spawn {
+        observer: id % 3 != 2,
+        radius: Fix::from_num(60 + (id % 4) as i64 * 20),
+        layers: 1 << (id % 3),
+        interest: if id.is_multiple_of(7) {
+            0b001
+        } else {
+            u32::MAX
+        },
+        ..Spawn::npc(id, pos)
+    };
+    let mut pos: Vec<Pos> = (0..ENTITIES)
+        .map(|id| {
+            if id < CLUSTER {
+                Pos::from_ints(400 + (id % 6) as i32 * 3, 400 + (id / 6) as i32 * 3)
+            } else {
+                Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
+            }
+        })
+        .collect();
+    let first = (0..ENTITIES).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
+    let mut out = vec![first.collect::<Vec<_>>()];
+    for _ in 1..ticks {
+        let mut commands = Vec::new();
+        for _ in 0..movers {
+            let id = rng.below(ENTITIES);
+            let i = id as usize;
+            match rng.below(20) {
+                0 => {
+                    commands.push(Command::Despawn { id });
+                    if rng.one_in(2) {
+                        commands.push(Command::Spawn(spawn(id, pos[i])));
+                    }
+                }
+                1 => commands.push(Command::Spawn(spawn(id, pos[i]))),
+                _ => {
+                    // Up to 40 units: across bands and cells, not the world.
+                    let step = |c: Fix, rng: &mut Rng| {
+                        inside(c.to_num::<i64>() + rng.below(81) as i64 - 40)
+                    };
+                    pos[i] = Pos::new(step(pos[i].x, &mut rng), step(pos[i].y, &mut rng));
+                    commands.push(Command::Move(Move {
+                        id,
+                        pos: pos[i],
+                        dir: rng.next_u64() as u16,
+                        speed: Fix::from_num(rng.below(3)),
+                    }));
+                }
+            }
+        }
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
+/// A swarm: every entity an observer in one small spot, and most of them
+/// stepping every tick but fewer than all, so each tick makes more
+/// observer–subject events than the kernel keeps room for per entity and it
+/// must fall back to rebuilding the affected views.
+pub fn swarm(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
+    const ENTITIES: u64 = 48;
+    const MOVERS: u64 = 40;
+    let config = Config {
+        origin: Pos::from_ints(0, 0),
+        cell_size: Fix::from_num(100),
+        width_cells: 4,
+        height_cells: 4,
+        visibility,
+        max_entities: ENTITIES as u32,
+        max_observers: ENTITIES as u32,
+        max_view: 64,
+        ..Config::default()
+    };
+    let mut rng = Rng::new(seed);
+    let mut pos: Vec<Pos> = (0..ENTITIES)
+        .map(|id| Pos::from_ints(150 + (id % 8) as i32 * 2, 150 + (id / 8) as i32 * 2))
+        .collect();
+    let spawn = |id: u64| {
+        Command::Spawn(Spawn {
+            observer: true,
+            radius: Fix::from_num(100),
+            ..Spawn::npc(id, pos[id as usize])
+        })
+    };
+    let mut out = vec![(0..ENTITIES).map(spawn).collect::<Vec<_>>()];
+    for _ in 1..ticks {
+        let mut commands = Vec::new();
+        let skip = rng.below(ENTITIES);
+        for k in 0..MOVERS {
+            let i = ((skip + k) % ENTITIES) as usize;
+            let d = |rng: &mut Rng| Fix::from_num(rng.below(5) as i64 - 2);
+            pos[i] = Pos::new(pos[i].x + d(&mut rng), pos[i].y + d(&mut rng));
+            commands.push(Command::Move(Move {
+                id: i as u64,
+                pos: pos[i],
+                dir: rng.next_u64() as u16,
+                speed: Fix::ONE,
+            }));
+        }
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,3 +110,22 @@ fn busy_world_matches_oracle() {
         }
     }
 }
+
+/// Calm worlds, where most views are updated from the few changed subjects
+/// around them instead of rebuilt: few movers, and enough movers that the
+/// tick's pairs overflow their fixed room and every affected view is
+/// rebuilt instead.
+#[test]
+fn calm_worlds_match_oracle() {
+    for visibility in [Visibility::Radius, Visibility::Grid] {
+        for (seed, movers) in [(1, 1), (2, 4), (3, 12), (4, 40), (5, 150)] {
+            let s = gen::calm(seed, 60, visibility, movers);
+            if let Err(e) = check::against_oracle(&s) {
+                panic!("{visibility:?}, {movers} movers: {e}");
+            }
+        }
+        if let Err(e) = check::against_oracle(&gen::swarm(6, 30, visibility)) {
+            panic!("{visibility:?} swarm: {e}");
+        }
+    }
+}

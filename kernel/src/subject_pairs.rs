@@ -1,0 +1,228 @@
+//! The view changes a tick makes, gathered per subject and read per observer.
+//!
+//! When few entities change, most observers only need to hear about the
+//! handful of changed subjects around them. Each changed subject records one
+//! pair per observer it gives an event to (or may, see [`PairKind`]), and the
+//! pairs are then grouped by observer with one counting pass, so an observer
+//! reads its own in O(its pairs) instead of rescanning its whole view.
+//!
+//! Capacity is fixed at construction; a tick that would need more pairs
+//! reports [`SubjectPairs::overflowed`] and the caller rebuilds those views
+//! instead.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::config::MAX_ENTITIES;
+
+/// What a pair means for the observer. The discriminants order a view's
+/// events as the contract does (Leave < Enter < Update).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub(crate) enum PairKind {
+    Leave = 0,
+    Enter = 1,
+    Update = 2,
+    /// The subject was within the hysteresis band last tick, so only the
+    /// view knows whether it was visible. It is visible now…
+    UnsureIn = 3,
+    /// …invisible now…
+    UnsureOut = 4,
+    /// …or still in the band (visible now exactly if it was) and due.
+    UnsureBand = 5,
+}
+
+impl PairKind {
+    const ALL: [PairKind; 6] = [
+        PairKind::Leave,
+        PairKind::Enter,
+        PairKind::Update,
+        PairKind::UnsureIn,
+        PairKind::UnsureOut,
+        PairKind::UnsureBand,
+    ];
+
+    /// Resolves an unsure pair by asking the view whether the subject `was`
+    /// visible; `due` is whether its update is due. `None`: no event.
+    pub(crate) fn resolve(self, was: impl FnOnce() -> bool, due: bool) -> Option<PairKind> {
+        if self <= PairKind::Update {
+            return Some(self);
+        }
+        let was = was();
+        let now = match self {
+            PairKind::UnsureIn => true,
+            PairKind::UnsureOut => false,
+            // Still in the band: visible exactly if it was.
+            _ => was,
+        };
+        match (was, now) {
+            (false, true) => Some(PairKind::Enter),
+            (true, false) => Some(PairKind::Leave),
+            (true, true) if due => Some(PairKind::Update),
+            _ => None,
+        }
+    }
+}
+
+/// A subject slot and its pair's kind in one word (slots are below 2^22).
+const KIND_SHIFT: u32 = 24;
+const _: () = assert!(MAX_ENTITIES <= 1 << KIND_SHIFT);
+
+fn pack(subject: u32, kind: PairKind) -> u32 {
+    subject | (kind as u32) << KIND_SHIFT
+}
+
+/// The subject slot and kind packed by [`pack`].
+pub(crate) fn unpack(word: u32) -> (u32, PairKind) {
+    let kind = PairKind::ALL
+        .get((word >> KIND_SHIFT) as usize)
+        .copied()
+        .unwrap_or(PairKind::Update);
+    (word & ((1 << KIND_SHIFT) - 1), kind)
+}
+
+/// This tick's `(observer, subject)` pairs, grouped by observer on demand.
+pub(crate) struct SubjectPairs {
+    /// `(observer slot, packed subject)` in the order recorded.
+    pairs: Vec<(u32, u32)>,
+    /// The packed subjects again, each observer's contiguous.
+    grouped: Vec<u32>,
+    /// Per observer slot: its number of pairs this tick.
+    count: Vec<u32>,
+    /// Per observer slot: where its group ends in `grouped`.
+    end: Vec<u32>,
+    overflowed: bool,
+}
+
+impl SubjectPairs {
+    /// Room for `per_entity` pairs per entity slot on average.
+    pub(crate) fn new(slots: u32, per_entity: u32) -> Self {
+        let capacity = slots as usize * per_entity as usize;
+        SubjectPairs {
+            pairs: Vec::with_capacity(capacity),
+            grouped: vec![0; capacity],
+            count: vec![0; slots as usize],
+            end: vec![0; slots as usize],
+            overflowed: false,
+        }
+    }
+
+    /// Empties the set, touching only the observers the last tick used.
+    pub(crate) fn clear(&mut self) {
+        for &(observer, _) in &self.pairs {
+            if let Some(c) = self.count.get_mut(observer as usize) {
+                *c = 0;
+            }
+        }
+        self.pairs.clear();
+        self.overflowed = false;
+    }
+
+    /// Records a pair; `false` (and [`SubjectPairs::overflowed`] from then
+    /// on) when the set is full.
+    pub(crate) fn push(&mut self, observer: u32, subject: u32, kind: PairKind) -> bool {
+        let Some(c) = self.count.get_mut(observer as usize) else {
+            return false;
+        };
+        if self.overflowed || self.pairs.len() == self.pairs.capacity() {
+            self.overflowed = true;
+            return false;
+        }
+        *c += 1;
+        self.pairs.push((observer, pack(subject, kind)));
+        true
+    }
+
+    /// Whether some pair did not fit this tick.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Groups the pairs by observer (a counting sort: each observer's
+    /// group is placed when its first pair is met), keeping each group in
+    /// recording order.
+    pub(crate) fn group(&mut self) {
+        // `end` doubles as the fill cursor: it starts where the group
+        // starts and finishes where it ends. Mark every group unplaced.
+        for &(observer, _) in &self.pairs {
+            self.end[observer as usize] = u32::MAX;
+        }
+        let mut next = 0u32;
+        for &(observer, word) in &self.pairs {
+            let o = observer as usize;
+            if self.end[o] == u32::MAX {
+                self.end[o] = next;
+                next += self.count[o];
+            }
+            if let Some(at) = self.grouped.get_mut(self.end[o] as usize) {
+                *at = word;
+            }
+            self.end[o] += 1;
+        }
+    }
+
+    /// An observer's pairs, packed (see [`unpack`]); valid after
+    /// [`SubjectPairs::group`].
+    pub(crate) fn of(&self, observer: u32) -> &[u32] {
+        let o = observer as usize;
+        let n = self.count.get(o).copied().unwrap_or(0) as usize;
+        if n == 0 {
+            return &[];
+        }
+        let end = self.end[o] as usize;
+        self.grouped.get(end - n..end).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{unpack, PairKind, SubjectPairs};
+    use alloc::vec::Vec;
+
+    #[test]
+    fn pairs_group_by_observer_in_recording_order() {
+        let mut pairs = SubjectPairs::new(8, 2);
+        assert!(pairs.push(3, 5, PairKind::Enter));
+        assert!(pairs.push(1, 6, PairKind::Leave));
+        assert!(pairs.push(3, 7, PairKind::UnsureBand));
+        pairs.group();
+        let of = |o| pairs.of(o).iter().map(|&w| unpack(w)).collect::<Vec<_>>();
+        assert_eq!(of(3), [(5, PairKind::Enter), (7, PairKind::UnsureBand)]);
+        assert_eq!(of(1), [(6, PairKind::Leave)]);
+        assert!(of(0).is_empty());
+
+        // The next tick starts empty.
+        pairs.clear();
+        assert!(pairs.push(1, 2, PairKind::Update));
+        pairs.group();
+        assert_eq!(pairs.of(1).len(), 1);
+        assert!(pairs.of(3).is_empty());
+    }
+
+    #[test]
+    fn a_full_set_overflows_and_stays_overflowed() {
+        let mut pairs = SubjectPairs::new(2, 1);
+        assert!(pairs.push(0, 1, PairKind::Enter));
+        assert!(pairs.push(1, 0, PairKind::Enter));
+        assert!(!pairs.push(0, 1, PairKind::Leave));
+        assert!(pairs.overflowed());
+        pairs.clear();
+        assert!(!pairs.overflowed());
+    }
+
+    #[test]
+    fn unsure_pairs_resolve_by_the_old_view() {
+        use PairKind::*;
+        let yes = || true;
+        let no = || false;
+        assert_eq!(UnsureIn.resolve(no, false), Some(Enter));
+        assert_eq!(UnsureIn.resolve(yes, true), Some(Update));
+        assert_eq!(UnsureIn.resolve(yes, false), None);
+        assert_eq!(UnsureOut.resolve(yes, false), Some(Leave));
+        assert_eq!(UnsureOut.resolve(no, true), None);
+        assert_eq!(UnsureBand.resolve(yes, true), Some(Update));
+        assert_eq!(UnsureBand.resolve(no, true), None);
+        let unasked = || -> bool { unreachable!("settled pairs never ask the view") };
+        assert_eq!(Enter.resolve(unasked, true), Some(Enter));
+    }
+}

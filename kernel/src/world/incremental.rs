@@ -1,0 +1,286 @@
+//! Views updated from the changed subjects around them instead of rebuilt.
+//!
+//! An observer that did not move sees a change only through the subjects
+//! that did (or are due an update). Each such subject classifies itself
+//! against every observer around it: whether it was visible at the end of
+//! last tick (its old position, or the view itself inside the hysteresis
+//! band) and whether it is now. Only pairs that make an event are recorded
+//! (see `subject_pairs.rs`), and an observer then applies its own pairs to
+//! its view: O(changed subjects near it), not O(its view).
+//!
+//! This rests on the view invariant: at the end of every tick an observer's
+//! view is the rule applied to everything's state at that time. An observer
+//! whose own state changed, that lost a subject to a despawn, or whose view
+//! is full (it may be culled to `max_view`, so a change anywhere in range
+//! can swap who is kept) is rebuilt instead.
+
+use super::{Entity, World};
+use crate::config::Visibility;
+use crate::event::{Event, EventSink};
+use crate::subject_pairs::{unpack, PairKind};
+
+/// Where a subject stands in an observer's rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Zone {
+    /// Visible whatever it was before.
+    In,
+    /// Within the hysteresis band: visible exactly if it was.
+    Band,
+    /// Not visible.
+    Out,
+}
+
+/// A changed or due subject, as the observers around it need it.
+pub(super) struct Subject {
+    pub(super) slot: u32,
+    pub(super) layers: u32,
+    /// Current and end-of-last-tick cell and raw position; `None` for one
+    /// spawned this tick.
+    pub(super) now: (u32, i64, i64),
+    pub(super) before: Option<(u32, i64, i64)>,
+    /// Its position changed (or it is new), not only its update fell due.
+    pub(super) moved: bool,
+    pub(super) due: bool,
+}
+
+impl World {
+    /// Records the pairs `subject` makes with the observers around it, and
+    /// marks observers it forces to rebuild.
+    pub(super) fn pair_subject(&mut self, subject: &Subject, t: u64) {
+        let reach = self.max_ring;
+        let cell = subject.now.0;
+        self.around.clear();
+        for c in self.grid.ring(cell, reach).cells() {
+            self.around.extend(self.grid.observers(c));
+        }
+        if let Some((before, ..)) = subject.before.filter(|b| b.0 != cell) {
+            for c in self.grid.ring(before, reach).cells() {
+                // Only cells the first walk did not cover.
+                if self.grid.cell_distance(c, cell) > reach {
+                    self.around.extend(self.grid.observers(c));
+                }
+            }
+        }
+        let max_view = self.config.max_view as usize;
+        for k in 0..self.around.len() {
+            let o = self.around[k];
+            if o == subject.slot {
+                continue;
+            }
+            let e = &self.entities[o as usize];
+            let (was, now) = self.zones(e, subject);
+            let mut kind = pair_kind(was, now, subject.due);
+            if (was, now) != (Zone::Out, Zone::Out) && self.views.slots(e.view).len() >= max_view {
+                // A full view may be culled: whoever is in range, only the
+                // view knows who is kept, and a move can change it.
+                if subject.moved {
+                    self.mark_rebuild(o, t);
+                    continue;
+                }
+                kind = subject.due.then_some(PairKind::UnsureBand);
+            }
+            if let Some(kind) = kind {
+                self.mark_affected(o, t);
+                // A full set rebuilds every affected observer instead.
+                self.pairs.push(o, subject.slot, kind);
+            }
+        }
+    }
+
+    /// Where `subject` stood for observer `o` at the end of last tick and
+    /// where it stands now, by the rule alone.
+    fn zones(&self, o: &Entity, subject: &Subject) -> (Zone, Zone) {
+        if subject.layers & o.interest == 0 {
+            return (Zone::Out, Zone::Out);
+        }
+        let zone = |(cell, x, y): (u32, i64, i64)| match self.config.visibility {
+            Visibility::Grid => {
+                if self.grid.cell_distance(o.cell, cell) <= o.ring {
+                    Zone::In
+                } else {
+                    Zone::Out
+                }
+            }
+            Visibility::Radius => {
+                let dx = u128::from(x.abs_diff(o.cur.pos.x.to_bits()));
+                let dy = u128::from(y.abs_diff(o.cur.pos.y.to_bits()));
+                let dist2 = (dx * dx).saturating_add(dy * dy);
+                if dist2 <= o.enter2 {
+                    Zone::In
+                } else if o.stay2 != o.enter2 && dist2 <= o.stay2 {
+                    Zone::Band
+                } else {
+                    Zone::Out
+                }
+            }
+        };
+        (subject.before.map_or(Zone::Out, zone), zone(subject.now))
+    }
+
+    /// Applies an observer's pairs to its view and emits their events in
+    /// contract order. Returns the event count.
+    pub(super) fn update_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
+        let max_view = self.config.max_view as usize;
+        let o = &self.entities[slot as usize];
+        let (observer, view) = (o.id, o.view);
+        let old = self.views.slots(view);
+        let ids = &self.ids;
+        let find = |id| old.binary_search_by_key(&id, |&s| ids.id(s));
+
+        // (kind, subject id, slot) sorts into contract order.
+        self.group.clear();
+        let mut grows = 0isize;
+        for &word in self.pairs.of(slot) {
+            let (s, kind) = unpack(word);
+            let id = ids.id(s);
+            let was = || find(id).is_ok();
+            let Some(kind) = kind.resolve(was, self.due.get(s)) else {
+                continue;
+            };
+            grows += match kind {
+                PairKind::Enter => 1,
+                PairKind::Leave => -1,
+                _ => 0,
+            };
+            self.group.push((kind, id, s));
+        }
+        if old.len() as isize + grows > max_view as isize {
+            // Culling needed after all: rebuild from scratch.
+            return self.rebuild_view(slot, sink);
+        }
+        self.group.sort_unstable();
+
+        let mut changes = 0;
+        for &(kind, subject, s) in &self.group {
+            let m = &self.motions[s as usize];
+            match kind {
+                PairKind::Leave => {
+                    sink.event(Event::Leave { observer, subject });
+                    self.sums.remove_pair(observer, subject);
+                    changes += 1;
+                }
+                PairKind::Enter => {
+                    sink.event(Event::Enter {
+                        observer,
+                        subject,
+                        pos: m.pos,
+                        dir: m.dir,
+                        speed: m.speed,
+                        layers: self.grid.member_layers(s),
+                    });
+                    self.sums.add_pair(observer, subject);
+                    changes += 1;
+                }
+                _ => sink.event(Event::Update {
+                    observer,
+                    subject,
+                    pos: m.pos,
+                    dir: m.dir,
+                    speed: m.speed,
+                }),
+            }
+        }
+        let events = self.group.len() as u64;
+        if changes == 0 {
+            self.views.keep(view);
+            return events;
+        }
+
+        // Splice: Leaves are at their ids' places in the old view, Enters
+        // go before the first larger id; both lists ascend by id.
+        let (group, ids) = (&self.group, &self.ids);
+        self.views.rewrite(view, |old, out| {
+            let at = |id| match old.binary_search_by_key(&id, |&s| ids.id(s)) {
+                Ok(p) | Err(p) => p,
+            };
+            let leaves = group.iter().filter(|g| g.0 == PairKind::Leave);
+            let enters = group.iter().filter(|g| g.0 == PairKind::Enter);
+            splice(
+                old,
+                out,
+                leaves.map(|g| at(g.1)),
+                enters.map(|g| (at(g.1), g.2)),
+            )
+        });
+        events
+    }
+}
+
+/// Writes `old` into `out` without the entries at the places in `remove`,
+/// and with each `(place, slot)` of `insert` put before `old[place]`. Both
+/// ascend; at equal places the insert goes first. Returns the length.
+fn splice(
+    old: &[u32],
+    out: &mut [u32],
+    remove: impl Iterator<Item = usize>,
+    insert: impl Iterator<Item = (usize, u32)>,
+) -> usize {
+    let (mut remove, mut insert) = (remove.peekable(), insert.peekable());
+    let (mut read, mut w) = (0, 0);
+    loop {
+        let (next_insert, next_remove) = (insert.peek().copied(), remove.peek().copied());
+        let to = match (next_insert, next_remove) {
+            (Some((p, _)), Some(r)) => p.min(r),
+            (Some((p, _)), None) => p,
+            (None, Some(r)) => r,
+            (None, None) => old.len(),
+        };
+        let n = to.saturating_sub(read);
+        if let (Some(dst), Some(src)) = (out.get_mut(w..w + n), old.get(read..read + n)) {
+            dst.copy_from_slice(src);
+            w += n;
+        }
+        read = read.max(to);
+        match (next_insert, next_remove) {
+            (None, None) => return w,
+            (Some((p, s)), r) if r.is_none_or(|r| p <= r) => {
+                if let Some(at) = out.get_mut(w) {
+                    *at = s;
+                    w += 1;
+                }
+                insert.next();
+            }
+            _ => {
+                read += 1;
+                remove.next();
+            }
+        }
+    }
+}
+
+/// The event a subject makes for an observer, given where it was and is.
+fn pair_kind(was: Zone, now: Zone, due: bool) -> Option<PairKind> {
+    use Zone::{Band, In, Out};
+    match (was, now) {
+        (Out, In) => Some(PairKind::Enter),
+        (In, Out) => Some(PairKind::Leave),
+        (In, In | Band) => due.then_some(PairKind::Update),
+        (Band, In) => Some(PairKind::UnsureIn),
+        (Band, Out) => Some(PairKind::UnsureOut),
+        (Band, Band) => due.then_some(PairKind::UnsureBand),
+        (Out, Out | Band) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::splice;
+
+    #[test]
+    fn splice_removes_and_inserts_in_place() {
+        let old = [10, 20, 30, 40];
+        let mut out = [0; 8];
+        // Remove 20 and 40; insert 15 before 20, 35 before 40, 50 at the end.
+        let n = splice(
+            &old,
+            &mut out,
+            [1, 3].into_iter(),
+            [(1, 15), (3, 35), (4, 50)].into_iter(),
+        );
+        assert_eq!(out[..n], [10, 15, 30, 35, 50]);
+        let n = splice(&old, &mut out, [0, 1, 2, 3].into_iter(), [].into_iter());
+        assert_eq!(n, 0);
+        let n = splice(&[], &mut out, [].into_iter(), [(0, 7)].into_iter());
+        assert_eq!(out[..n], [7]);
+    }
+}
