@@ -24,7 +24,7 @@ use crate::view::Views;
 use crate::view_marks::ViewMarks;
 
 mod incremental;
-use incremental::Subject;
+use incremental::{Subject, Watcher};
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -234,6 +234,8 @@ pub struct World {
     pairs: SubjectPairs,
     /// One updated observer's resolved pairs.
     group: Vec<(PairKind, EntityId, u32)>,
+    /// Per slot: what pairing needs of an observer (stale for others).
+    watchers: Vec<Watcher>,
     candidates: Candidates,
     /// Crowd culling: visible candidates with their `dist²`, and those at
     /// the cut-off distance with their ids.
@@ -312,6 +314,7 @@ impl World {
             around: Vec::with_capacity(config.max_observers as usize),
             pairs: SubjectPairs::new(config.max_entities, PAIRS_PER_ENTITY),
             group: Vec::with_capacity(n),
+            watchers: vec![Watcher::default(); n],
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             ties: Vec::with_capacity(n),
@@ -446,12 +449,16 @@ impl World {
         // storage (copying the unaffected ones as they are): one copy of
         // the world costs less than that many walks of the cell lists.
         let full = mark_all || self.rebuilds as usize * 16 >= self.count as usize;
-        self.use_packed = full;
-        if full {
+        // The sorted copy costs about as much as a hundred rebuilds from
+        // the cell lists: worth it from ~1.5% of the entities on.
+        self.use_packed = full || self.rebuilds * 64 >= self.count;
+        if self.use_packed {
             match &mut self.squares {
                 Some(squares) => squares.rebuild(&self.grid, &self.born),
                 None => self.packed.rebuild(&self.grid),
             }
+        }
+        if full {
             self.sort_observers();
             self.views.begin_pass();
             for k in 0..self.by_id.len() {
@@ -555,6 +562,7 @@ impl World {
             near: self.near(ring, s.radius),
             hash: 0,
         };
+        self.watchers[slot as usize] = Watcher::of(&self.entities[slot as usize]);
         self.ids.churn(slot);
         self.ids.set(slot, s.id);
         self.born[slot as usize] = t;
@@ -634,6 +642,7 @@ impl World {
             self.grid.remove(old, slot, observer);
             self.grid.insert(cell, slot, observer, m.pos, layers);
         }
+        self.watchers[slot as usize] = Watcher::of(&self.entities[slot as usize]);
         self.touch(slot, t);
         Ok(())
     }
@@ -745,9 +754,8 @@ impl World {
     /// Marks every observer whose ring covers `cell` for a rebuild.
     fn rebuild_observers_around(&mut self, cell: u32, t: u64) {
         self.around.clear();
-        for c in self.grid.ring(cell, self.max_ring).cells() {
-            self.around.extend(self.grid.observers(c));
-        }
+        let cells = self.grid.ring(cell, self.max_ring).cells();
+        self.grid.observers_in(cells, &mut self.around);
         for k in 0..self.around.len() {
             let o = self.around[k];
             let e = &self.entities[o as usize];
@@ -760,7 +768,7 @@ impl World {
     fn mark_affected(&mut self, slot: u32, t: u64) {
         if self.stamps.affected[slot as usize] != t {
             self.stamps.affected[slot as usize] = t;
-            self.affected.push((self.entities[slot as usize].id, slot));
+            self.affected.push((self.ids.id(slot), slot));
         }
     }
 

@@ -30,6 +30,35 @@ enum Zone {
     Out,
 }
 
+/// What pairing needs of an observer: one line per slot, where its entity
+/// record spans three, since every subject pairs with hundreds of them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Watcher {
+    x: i64,
+    y: i64,
+    enter2: u128,
+    stay2: u128,
+    interest: u32,
+    cell: u32,
+    ring: u32,
+    view: u32,
+}
+
+impl Watcher {
+    pub(super) fn of(e: &Entity) -> Watcher {
+        Watcher {
+            x: e.cur.pos.x.to_bits(),
+            y: e.cur.pos.y.to_bits(),
+            enter2: e.enter2,
+            stay2: e.stay2,
+            interest: e.interest,
+            cell: e.cell,
+            ring: e.ring,
+            view: e.view,
+        }
+    }
+}
+
 /// A changed or due subject, as the observers around it need it.
 pub(super) struct Subject {
     pub(super) slot: u32,
@@ -50,16 +79,13 @@ impl World {
         let reach = self.max_ring;
         let cell = subject.now.0;
         self.around.clear();
-        for c in self.grid.ring(cell, reach).cells() {
-            self.around.extend(self.grid.observers(c));
-        }
+        let grid = &self.grid;
+        grid.observers_in(grid.ring(cell, reach).cells(), &mut self.around);
         if let Some((before, ..)) = subject.before.filter(|b| b.0 != cell) {
-            for c in self.grid.ring(before, reach).cells() {
-                // Only cells the first walk did not cover.
-                if self.grid.cell_distance(c, cell) > reach {
-                    self.around.extend(self.grid.observers(c));
-                }
-            }
+            // Only cells the first walk did not cover.
+            let cells = grid.ring(before, reach).cells();
+            let new = cells.filter(|&c| grid.cell_distance(c, cell) > reach);
+            grid.observers_in(new, &mut self.around);
         }
         let max_view = self.config.max_view as usize;
         for k in 0..self.around.len() {
@@ -67,10 +93,10 @@ impl World {
             if o == subject.slot {
                 continue;
             }
-            let e = &self.entities[o as usize];
-            let (was, now) = self.zones(e, subject);
+            let w = &self.watchers[o as usize];
+            let (was, now) = self.zones(w, subject);
             let mut kind = pair_kind(was, now, subject.due);
-            if (was, now) != (Zone::Out, Zone::Out) && self.views.slots(e.view).len() >= max_view {
+            if (was, now) != (Zone::Out, Zone::Out) && self.views.slots(w.view).len() >= max_view {
                 // A full view may be culled: whoever is in range, only the
                 // view knows who is kept, and a move can change it.
                 if subject.moved {
@@ -89,7 +115,7 @@ impl World {
 
     /// Where `subject` stood for observer `o` at the end of last tick and
     /// where it stands now, by the rule alone.
-    fn zones(&self, o: &Entity, subject: &Subject) -> (Zone, Zone) {
+    fn zones(&self, o: &Watcher, subject: &Subject) -> (Zone, Zone) {
         if subject.layers & o.interest == 0 {
             return (Zone::Out, Zone::Out);
         }
@@ -102,8 +128,8 @@ impl World {
                 }
             }
             Visibility::Radius => {
-                let dx = u128::from(x.abs_diff(o.cur.pos.x.to_bits()));
-                let dy = u128::from(y.abs_diff(o.cur.pos.y.to_bits()));
+                let dx = u128::from(x.abs_diff(o.x));
+                let dy = u128::from(y.abs_diff(o.y));
                 let dist2 = (dx * dx).saturating_add(dy * dy);
                 if dist2 <= o.enter2 {
                     Zone::In
