@@ -63,28 +63,38 @@
 //!
 //! Work per tick follows what changed. Let `C` be the entities touched by
 //! commands plus those still settling (moved last tick without an update
-//! being due), `A` the observers whose ring of cells covers one of their old
-//! or new cells, `k` the entities in an affected observer's ring and `e` the
-//! subjects entering its view. Then `step` costs
-//! `O(commands + C·(2R+1)² + Σ_A (k + v + e log e))`, where `R` is the
-//! largest observer ring in cells (1 in grid mode; `⌈(r + hysteresis) /
-//! cell_size⌉` in radius mode) and `v` the view size. An entity that did not
-//! move, in a region where nothing moved, costs nothing.
+//! being due), and `R` the largest observer ring in cells (1 in grid mode;
+//! `⌈(r + hysteresis) / cell_size⌉` in radius mode).
 //!
-//! When at least as many entities changed as there are observers, finding
-//! `A` would cost more than rebuilding every view, so every observer is
-//! rebuilt instead, scanning a sorted copy of the world made by one walk of
-//! the cells (`O(entities + cells)`), which keeps each row of a ring
-//! contiguous in memory. The same copy serves when `A` is found but holds
-//! at least a sixteenth as many observers as there are entities; the views
-//! of observers outside `A` are then copied unchanged. In radius mode the copy is sorted into squares of
-//! about a third of a cell, so a rebuild scans the bounding box of its disc
-//! rather than its whole ring. The new views are then written one after
-//! another in rebuild order, so the next such tick reads them as a stream.
+//! Each changed subject classifies itself against every observer within `R`
+//! cells of its old or new cell: visible at the end of last tick and now,
+//! by the rule alone (only inside the hysteresis band does it ask the
+//! view). Only pairs that make an event are kept. An observer that did not
+//! change applies its `p` pairs to its view of size `v` in `O(p log v)`
+//! plus a splice of the view when something entered or left. Observers
+//! whose own state changed, that lost a subject to a despawn, or whose view
+//! is full (it may be culled, so any move in range can change who is kept)
+//! are rebuilt instead, in `O(k + v + e log e)` each, with `k` the entities
+//! in its ring and `e` those entering. An entity that did not move, in a
+//! region where nothing moved, costs nothing. The pairs have room for 16
+//! per entity; a tick that needs more rebuilds every affected observer.
+//!
+//! When at least as many entities changed as there are observers, pairing
+//! would cost more than rebuilding every view, so every observer is rebuilt
+//! instead, scanning a sorted copy of the world made by one walk of the
+//! cells (`O(entities + cells)`), which keeps each row of a ring contiguous
+//! in memory. The same copy serves once rebuilt observers are more than
+//! about 1.5% of the entities, and when they are a sixteenth, every view is
+//! streamed into fresh storage, the others copied unchanged. In radius mode
+//! the copy is sorted into squares of about a third of a cell, so a rebuild
+//! scans the bounding box of its disc rather than its whole ring. The new
+//! views are then written one after another in rebuild order, so the next
+//! such tick reads them as a stream.
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
-//! halves of 4-byte entries): `step` never allocates.
+//! halves of 4-byte entries), then the per-entity records and the room for
+//! pairs (about 0.5 KB per entity in all): `step` never allocates.
 //!
 //! # Digest
 //!
