@@ -101,7 +101,14 @@ impl fmt::Display for BotsError {
     }
 }
 
-impl std::error::Error for BotsError {}
+impl std::error::Error for BotsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BotsError::Socket(e) => Some(e),
+            BotsError::Options(_) | BotsError::Verify(_) => None,
+        }
+    }
+}
 
 /// A snapshot of progress, handed to the caller about four times a second.
 #[derive(Clone, Copy, Debug)]

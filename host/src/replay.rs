@@ -433,7 +433,14 @@ impl fmt::Display for ReplayError {
     }
 }
 
-impl std::error::Error for ReplayError {}
+impl std::error::Error for ReplayError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReplayError::Store(e) => Some(e),
+            ReplayError::Output(e) => Some(e),
+        }
+    }
+}
 
 impl From<StoreError> for ReplayError {
     fn from(e: StoreError) -> Self {

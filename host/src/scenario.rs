@@ -81,7 +81,14 @@ impl fmt::Display for ScenarioError {
     }
 }
 
-impl std::error::Error for ScenarioError {}
+impl std::error::Error for ScenarioError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ScenarioError::Config(e) => Some(e),
+            ScenarioError::Json { .. } => None,
+        }
+    }
+}
 
 impl Scenario {
     /// Parses and validates a scenario document.

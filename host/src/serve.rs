@@ -132,7 +132,15 @@ impl fmt::Display for ServeError {
     }
 }
 
-impl std::error::Error for ServeError {}
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Options(_) => None,
+            ServeError::Socket(e) => Some(e),
+            ServeError::Store(e) => Some(e),
+        }
+    }
+}
 
 impl From<StoreError> for ServeError {
     fn from(e: StoreError) -> Self {

@@ -121,7 +121,17 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Io(e) => Some(e),
+            StoreError::Journal(e) => Some(e),
+            StoreError::Snapshot { error, .. } => Some(error),
+            StoreError::Config(e) => Some(e),
+            StoreError::NoSuchTick { .. } | StoreError::Diverged { .. } => None,
+        }
+    }
+}
 
 impl From<JournalError> for StoreError {
     fn from(e: JournalError) -> Self {

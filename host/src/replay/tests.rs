@@ -323,3 +323,18 @@ fn recovery_uses_the_newest_good_snapshot_and_checks_digests() {
     let text = report.to_string();
     assert!(text.contains("restored tick 20"), "{text}");
 }
+
+#[test]
+fn errors_chain_down_to_the_operating_system() {
+    use crate::journal::JournalError;
+    let disk = io::Error::other("disk on fire");
+    let e = ReplayError::Store(StoreError::Journal(JournalError::Io(disk)));
+    let mut chain = vec![e.to_string()];
+    let mut at: &dyn std::error::Error = &e;
+    while let Some(source) = at.source() {
+        chain.push(source.to_string());
+        at = source;
+    }
+    assert_eq!(chain.len(), 4, "{chain:?}");
+    assert_eq!(chain.last().map(String::as_str), Some("disk on fire"));
+}

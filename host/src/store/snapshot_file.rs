@@ -55,7 +55,16 @@ impl fmt::Display for SnapshotError {
     }
 }
 
-impl std::error::Error for SnapshotError {}
+impl std::error::Error for SnapshotError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SnapshotError::Io(e) => Some(e),
+            SnapshotError::Decode(e) => Some(e),
+            SnapshotError::Restore(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<io::Error> for SnapshotError {
     fn from(e: io::Error) -> Self {
