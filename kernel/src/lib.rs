@@ -94,7 +94,7 @@
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
 //! halves of 4-byte entries), then the per-entity records and the room for
-//! pairs (about 0.5 KB per entity in all): `step` never allocates.
+//! pairs (about 0.8 KB per entity in all): `step` never allocates.
 //!
 //! # Digest
 //!
