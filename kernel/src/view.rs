@@ -34,6 +34,8 @@ pub(crate) struct Views {
     len: Vec<u32>,
     cap: Vec<u32>,
     free: Vec<u32>,
+    /// Views (free ones as empty) holding `max_view` entries.
+    full: u32,
 }
 
 impl Views {
@@ -53,19 +55,20 @@ impl Views {
             cap: vec![0; max_observers as usize],
             // Popped from the back: hand out low slots first.
             free: (0..max_observers).rev().collect(),
+            full: if max_view == 0 { max_observers } else { 0 },
         }
     }
 
     /// Reserves an empty view, or `None` when every observer slot is taken.
     pub(crate) fn alloc(&mut self) -> Option<u32> {
         let v = self.free.pop()?;
-        self.len[v as usize] = 0;
+        self.set_len(v, 0);
         self.cap[v as usize] = 0;
         Some(v)
     }
 
     pub(crate) fn release(&mut self, v: u32) {
-        self.len[v as usize] = 0;
+        self.set_len(v, 0);
         self.cap[v as usize] = 0;
         self.free.push(v);
     }
@@ -131,7 +134,7 @@ impl Views {
         let n = write(src, dst).min(dst.len()) as u32;
         self.pass = Some(cursor + n);
         self.start[vi] = cursor;
-        self.len[vi] = n;
+        self.set_len(v, n);
         self.cap[vi] = n;
     }
 
@@ -205,7 +208,7 @@ impl Views {
     /// `max_view`). Not for use during a pass.
     pub(crate) fn set(&mut self, v: u32, slots: &[u32]) {
         let n = slots.len().min(self.max_view as usize);
-        self.len[v as usize] = 0;
+        self.set_len(v, 0);
         // n ≤ max_view, so it fits.
         let at = if n as u32 <= self.cap[v as usize] {
             self.start[v as usize]
@@ -214,7 +217,19 @@ impl Views {
         };
         self.store[at as usize..at as usize + n].copy_from_slice(&slots[..n]);
         self.start[v as usize] = at;
-        self.len[v as usize] = n as u32;
+        self.set_len(v, n as u32);
+    }
+
+    /// Whether some view holds `max_view` entries (and so may be culled).
+    pub(crate) fn any_full(&self) -> bool {
+        self.full > 0
+    }
+
+    fn set_len(&mut self, v: u32, n: u32) {
+        let max = self.max_view;
+        let len = &mut self.len[v as usize];
+        self.full = self.full + u32::from(n >= max) - u32::from(*len >= max);
+        *len = n;
     }
 }
 
@@ -243,6 +258,29 @@ mod tests {
             out[..new.len()].copy_from_slice(&new);
             new.len()
         });
+    }
+
+    #[test]
+    fn full_views_are_counted_through_set_rewrite_and_release() {
+        let mut views = Views::new(2, 2);
+        let (a, b) = (views.alloc().unwrap(), views.alloc().unwrap());
+        assert!(!views.any_full());
+        views.set(a, &[1, 2]);
+        assert!(views.any_full());
+        views.set(b, &[3, 4]);
+        rewrite(&mut views, a, &[true, false], &[]);
+        assert!(views.any_full(), "b is still full");
+        views.begin_pass();
+        views.keep(a);
+        rewrite(&mut views, b, &[false, false], &[(5, 5)]);
+        views.end_pass();
+        assert!(!views.any_full());
+        rewrite(&mut views, a, &[true], &[(9, 9)]);
+        assert!(views.any_full());
+        views.release(a);
+        assert!(!views.any_full());
+        // With no room at all, every view is full from the start.
+        assert!(Views::new(1, 0).any_full());
     }
 
     #[test]

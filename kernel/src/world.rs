@@ -180,6 +180,18 @@ impl Entity {
     }
 }
 
+/// How a touched subject may change views this tick.
+struct ViewChange {
+    /// Spawned this tick.
+    fresh: bool,
+    /// New, or its state differs from the end of last tick.
+    moved: bool,
+    /// Moved in a way that can change who sees it.
+    relocated: bool,
+    /// Its update is due.
+    due: bool,
+}
+
 /// Room in [`SubjectPairs`] per entity: enough for a tick in which a few
 /// percent of a crowded world move, each pair one event.
 const PAIRS_PER_ENTITY: u32 = 16;
@@ -424,9 +436,35 @@ impl World {
         }
         self.pending.clear();
 
+        // In grid mode, while no view is full (so none is culled by
+        // distance), a move inside its cell changes no view: only subjects
+        // that are new, crossed a cell border or are due are paired. Each
+        // crossing edits the views of a whole band of cells, so once many
+        // cross, rebuilding is cheaper.
+        let mut cells_only = false;
+        let mut changes = self.touched.len();
+        if self.config.visibility == Visibility::Grid && !self.views.any_full() {
+            let (mut crossed, mut paired) = (0u64, 0);
+            let (touched, observers) = (self.touched.len() as u64, u64::from(self.observers));
+            cells_only = true;
+            for (seen, &slot) in (1..).zip(&self.touched) {
+                if let Some(c) = self.view_change(slot, t, true) {
+                    crossed += u64::from(c.relocated);
+                    paired += usize::from(c.relocated || c.due);
+                }
+                // Give up as soon as the share crossing so far says so.
+                if crossed * 32 * touched >= observers * seen.max(64) {
+                    cells_only = false;
+                    break;
+                }
+            }
+            if cells_only {
+                changes = paired;
+            }
+        }
         // When most of the world changed, finding the affected observers
         // costs more than rebuilding every view: take them all.
-        let mark_all = self.touched.len() + self.gone.len() >= self.observers as usize;
+        let mark_all = changes + self.gone.len() >= self.observers as usize;
         if !mark_all {
             for k in 0..self.gone.len() {
                 let cell = self.gone[k];
@@ -434,7 +472,7 @@ impl World {
             }
         }
         for k in 0..self.touched.len() {
-            self.evaluate_subject(self.touched[k], t, !mark_all);
+            self.evaluate_subject(self.touched[k], t, !mark_all, cells_only);
         }
         // Observers not rebuilt apply their subjects' pairs; when those did
         // not all fit, every affected observer is rebuilt instead.
@@ -713,15 +751,12 @@ impl World {
 
     /// Decides whether a changed or pending subject is due, and pairs it
     /// with every observer whose view it enters, leaves or updates in.
-    fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool) {
-        let fresh = self.born[slot as usize] == t;
-        let e = &mut self.entities[slot as usize];
-        if !e.alive {
+    fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool, cells_only: bool) {
+        let Some(change) = self.view_change(slot, t, cells_only) else {
             return;
-        }
-        let changed = fresh || e.cur != e.prev;
-        let due = self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t);
-        if due {
+        };
+        if change.due {
+            let e = &mut self.entities[slot as usize];
             e.sent = Some(Sent {
                 motion: e.cur,
                 tick: t,
@@ -729,26 +764,45 @@ impl World {
             self.due.set(slot);
             self.any_due = true;
         }
-        let (observer, cur, prev) = (e.is_observer(), e.cur.pos, e.prev.pos);
-        if mark && (changed || due) {
+        if mark && (change.relocated || change.due) {
+            let e = &self.entities[slot as usize];
             let at = |cell, p: Pos| (cell, p.x.to_bits(), p.y.to_bits());
+            let before = match change.fresh {
+                true => None,
+                false => self.cell_index(e.prev.pos).map(|cell| at(cell, e.prev.pos)),
+            };
             let subject = Subject {
                 slot,
                 layers: e.layers,
-                now: at(e.cell, cur),
-                before: if fresh {
-                    None
-                } else {
-                    self.cell_index(prev).map(|cell| at(cell, prev))
-                },
-                moved: changed,
-                due,
+                now: at(e.cell, e.cur.pos),
+                before,
+                moved: change.moved,
+                due: change.due,
             };
             self.pair_subject(&subject, t);
         }
-        if mark && changed && observer {
+        if mark && change.relocated && self.entities[slot as usize].is_observer() {
             self.mark_rebuild(slot, t);
         }
+    }
+
+    /// How a touched subject may change views this tick; `None` when it
+    /// is not alive. With `cells_only`, a move inside its cell is not a
+    /// relocation.
+    fn view_change(&self, slot: u32, t: u64, cells_only: bool) -> Option<ViewChange> {
+        let e = &self.entities[slot as usize];
+        if !e.alive {
+            return None;
+        }
+        let fresh = self.born[slot as usize] == t;
+        let moved = fresh || e.cur != e.prev;
+        let crossed = || fresh || self.cell_index(e.prev.pos) != Some(e.cell);
+        Some(ViewChange {
+            fresh,
+            moved,
+            relocated: moved && (!cells_only || crossed()),
+            due: self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t),
+        })
     }
 
     /// Marks every observer whose ring covers `cell` for a rebuild.

@@ -655,8 +655,14 @@ pub fn busy(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
 /// `movers` per tick step (some across the hysteresis band), stop, or
 /// despawn and come back, so observers mostly update their views from the
 /// changed subjects around them rather than rebuild. A cluster in one spot
-/// keeps some views full at `max_view`.
-pub fn calm(seed: u64, ticks: usize, visibility: Visibility, movers: u64) -> Scenario {
+/// keeps some views full when `max_view` is below about 40.
+pub fn calm(
+    seed: u64,
+    ticks: usize,
+    visibility: Visibility,
+    movers: u64,
+    max_view: u32,
+) -> Scenario {
     const ENTITIES: u64 = 240;
     const CLUSTER: u64 = 40;
     let config = Config {
@@ -668,7 +674,7 @@ pub fn calm(seed: u64, ticks: usize, visibility: Visibility, movers: u64) -> Sce
         hysteresis: Fix::from_num(25),
         max_entities: 256,
         max_observers: 256,
-        max_view: 32,
+        max_view,
         ..Config::default()
     };
     let mut rng = Rng::new(seed);

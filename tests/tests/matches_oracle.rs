@@ -118,10 +118,14 @@ fn busy_world_matches_oracle() {
 #[test]
 fn calm_worlds_match_oracle() {
     for visibility in [Visibility::Radius, Visibility::Grid] {
-        for (seed, movers) in [(1, 1), (2, 4), (3, 12), (4, 40), (5, 150)] {
-            let s = gen::calm(seed, 60, visibility, movers);
-            if let Err(e) = check::against_oracle(&s) {
-                panic!("{visibility:?}, {movers} movers: {e}");
+        // With full views, and with none (grid mode then pairs only the
+        // subjects that cross a cell border).
+        for max_view in [32, 256] {
+            for (seed, movers) in [(1, 1), (2, 4), (3, 12), (4, 40), (5, 150)] {
+                let s = gen::calm(seed, 60, visibility, movers, max_view);
+                if let Err(e) = check::against_oracle(&s) {
+                    panic!("{visibility:?}, max_view {max_view}, {movers} movers: {e}");
+                }
             }
         }
         if let Err(e) = check::against_oracle(&gen::swarm(6, 30, visibility)) {

@@ -61,8 +61,10 @@ fn step_does_not_allocate_after_warm_up() {
     for visibility in [Visibility::Radius, Visibility::Grid] {
         let busy = gen::busy(0x5eed, ticks, visibility);
         steady_state_is_allocation_free("busy", &busy, 100);
-        let calm = gen::calm(0x5eed, ticks, visibility, 12);
-        steady_state_is_allocation_free("calm", &calm, 5);
+        for max_view in [32, 256] {
+            let calm = gen::calm(0x5eed, ticks, visibility, 12, max_view);
+            steady_state_is_allocation_free("calm", &calm, 5);
+        }
         let swarm = gen::swarm(0x5eed, ticks, visibility);
         steady_state_is_allocation_free("swarm", &swarm, 100);
     }
