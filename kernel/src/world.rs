@@ -680,7 +680,10 @@ impl World {
             self.grid.remove(old, slot, observer);
             self.grid.insert(cell, slot, observer, m.pos, layers);
         }
-        self.watchers[slot as usize] = Watcher::of(&self.entities[slot as usize]);
+        let e = &self.entities[slot as usize];
+        if e.is_observer() {
+            self.watchers[slot as usize] = Watcher::of(e);
+        }
         self.touch(slot, t);
         Ok(())
     }
