@@ -966,30 +966,42 @@ impl World {
         let mut events = leaves;
         for &(id, s) in &self.entered {
             self.marks.clear(s);
-            let m = &self.motions[s as usize];
-            sink.event(Event::Enter {
-                observer,
-                subject: id,
-                pos: m.pos,
-                dir: m.dir,
-                speed: m.speed,
-                layers: self.grid.member_layers(s),
-            });
+            sink.event(self.enter(observer, id, s));
             self.sums.add_pair(observer, id);
             events += 1;
         }
         for &(subject, s) in &self.updates {
-            let m = &self.motions[s as usize];
-            sink.event(Event::Update {
-                observer,
-                subject,
-                pos: m.pos,
-                dir: m.dir,
-                speed: m.speed,
-            });
+            sink.event(self.update(observer, subject, s));
             events += 1;
         }
         events
+    }
+
+    /// The Enter event of the subject at `slot`, with its current state.
+    #[inline(always)]
+    fn enter(&self, observer: EntityId, subject: EntityId, slot: u32) -> Event {
+        let m = &self.motions[slot as usize];
+        Event::Enter {
+            observer,
+            subject,
+            pos: m.pos,
+            dir: m.dir,
+            speed: m.speed,
+            layers: self.grid.member_layers(slot),
+        }
+    }
+
+    /// The Update event of the subject at `slot`, with its current state.
+    #[inline(always)]
+    fn update(&self, observer: EntityId, subject: EntityId, slot: u32) -> Event {
+        let m = &self.motions[slot as usize];
+        Event::Update {
+            observer,
+            subject,
+            pos: m.pos,
+            dir: m.dir,
+            speed: m.speed,
+        }
     }
 
     /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its

@@ -63,9 +63,10 @@ impl Watcher {
 pub(super) struct Subject {
     pub(super) slot: u32,
     pub(super) layers: u32,
-    /// Current and end-of-last-tick cell and raw position; `None` for one
-    /// spawned this tick.
+    /// Cell and raw position now.
     pub(super) now: (u32, i64, i64),
+    /// Cell and raw position at the end of last tick; `None` for one
+    /// spawned this tick.
     pub(super) before: Option<(u32, i64, i64)>,
     /// Its position changed (or it is new), not only its update fell due.
     pub(super) moved: bool,
@@ -178,7 +179,6 @@ impl World {
 
         let mut changes = 0;
         for &(kind, subject, s) in &self.group {
-            let m = &self.motions[s as usize];
             match kind {
                 PairKind::Leave => {
                     sink.event(Event::Leave { observer, subject });
@@ -186,24 +186,12 @@ impl World {
                     changes += 1;
                 }
                 PairKind::Enter => {
-                    sink.event(Event::Enter {
-                        observer,
-                        subject,
-                        pos: m.pos,
-                        dir: m.dir,
-                        speed: m.speed,
-                        layers: self.grid.member_layers(s),
-                    });
+                    sink.event(self.enter(observer, subject, s));
                     self.sums.add_pair(observer, subject);
                     changes += 1;
                 }
-                _ => sink.event(Event::Update {
-                    observer,
-                    subject,
-                    pos: m.pos,
-                    dir: m.dir,
-                    speed: m.speed,
-                }),
+                // Resolved pairs are Leaves, Enters and Updates only.
+                _ => sink.event(self.update(observer, subject, s)),
             }
         }
         let events = self.group.len() as u64;
