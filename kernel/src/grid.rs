@@ -182,6 +182,25 @@ impl CellRect {
         (self.y0..=self.y1).map(move |y| (y * self.width + self.x0, y * self.width + self.x1))
     }
 
+    /// Each row of the rectangle as ranges `first..=last` of its cells,
+    /// leaving out the cells that are also in `other`.
+    pub(crate) fn rows_outside(self, other: CellRect) -> impl Iterator<Item = (u32, u32)> {
+        (self.y0..=self.y1).flat_map(move |y| {
+            let row =
+                |x0: u32, x1: u32| (x0 <= x1).then(|| (y * self.width + x0, y * self.width + x1));
+            let overlaps =
+                (other.y0..=other.y1).contains(&y) && other.x0 <= self.x1 && self.x0 <= other.x1;
+            let (left, right) = match overlaps {
+                false => (row(self.x0, self.x1), None),
+                true => (
+                    other.x0.checked_sub(1).and_then(|x1| row(self.x0, x1)),
+                    row(other.x1 + 1, self.x1),
+                ),
+            };
+            left.into_iter().chain(right)
+        })
+    }
+
     /// Every cell index in the rectangle, row by row.
     pub(crate) fn cells(self) -> impl Iterator<Item = u32> {
         (self.y0..=self.y1).flat_map(move |y| (self.x0..=self.x1).map(move |x| y * self.width + x))
@@ -274,6 +293,19 @@ impl Grid {
     pub(crate) fn observers_in(&self, cells: impl Iterator<Item = u32>, out: &mut Vec<u32>) {
         self.observers.extend_from(cells, out);
     }
+
+    /// The observer slots of one cell.
+    pub(crate) fn observers(&self, cell: u32) -> impl Iterator<Item = u32> + '_ {
+        let next = &self.observers.next;
+        let head = self
+            .observers
+            .heads
+            .get(cell as usize)
+            .copied()
+            .unwrap_or(NIL);
+        core::iter::successors(Some(head), move |&s| next.get(s as usize).copied())
+            .take_while(|&s| s != NIL)
+    }
 }
 
 #[cfg(test)]
@@ -294,8 +326,34 @@ mod tests {
         let mut observers = Vec::new();
         g.observers_in([4].into_iter(), &mut observers);
         assert!(observers.is_empty());
+        g.insert(4, 3, true, p, 1);
+        g.insert(4, 5, true, p, 1);
+        g.insert(0, 6, true, p, 1);
+        assert_eq!(g.observers(4).collect::<Vec<_>>(), [5, 3]);
+        g.observers_in([4, 0, 1].into_iter(), &mut observers);
+        observers.sort_unstable();
+        assert_eq!(observers, [3, 5, 6]);
         let ring: Vec<u32> = g.ring(0, 1).cells().collect();
         assert_eq!(ring, [0, 1, 3, 4]);
         assert_eq!(g.cell_distance(0, 8), 2);
+    }
+
+    #[test]
+    fn rows_outside_leave_out_the_other_rectangle() {
+        let g = Grid::new(5, 5, 1);
+        let rows = |a: CellRect, b: CellRect| a.rows_outside(b).collect::<Vec<_>>();
+        // Around (2, 2) and around (3, 2): only column 4 is new.
+        assert_eq!(
+            rows(g.ring(13, 1), g.ring(12, 1)),
+            [(9, 9), (14, 14), (19, 19)]
+        );
+        // Around (1, 1) minus around (2, 2): the top row whole, then column 0.
+        assert_eq!(
+            rows(g.ring(6, 1), g.ring(12, 1)),
+            [(0, 2), (5, 5), (10, 10)]
+        );
+        // Disjoint: every row whole; covered: nothing.
+        assert_eq!(rows(g.ring(0, 0), g.ring(24, 1)), [(0, 0)]);
+        assert!(rows(g.ring(12, 0), g.ring(12, 1)).is_empty());
     }
 }

@@ -24,7 +24,9 @@ use crate::view::Views;
 use crate::view_marks::ViewMarks;
 
 mod incremental;
+mod observer_cells;
 use incremental::{Subject, Watcher};
+use observer_cells::ObserverCells;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -248,6 +250,9 @@ pub struct World {
     group: Vec<(PairKind, EntityId, u32)>,
     /// Per slot: what pairing needs of an observer (stale for others).
     watchers: Vec<Watcher>,
+    /// The same records by cell, valid this tick while `use_observer_cells`.
+    observer_cells: ObserverCells,
+    use_observer_cells: bool,
     candidates: Candidates,
     /// Crowd culling: visible candidates with their `dist²`, and those at
     /// the cut-off distance with their ids.
@@ -327,6 +332,11 @@ impl World {
             pairs: SubjectPairs::new(config.max_entities, PAIRS_PER_ENTITY),
             group: Vec::with_capacity(n),
             watchers: vec![Watcher::default(); n],
+            observer_cells: ObserverCells::new(
+                config.width_cells * config.height_cells,
+                config.max_observers,
+            ),
+            use_observer_cells: false,
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             ties: Vec::with_capacity(n),
@@ -465,6 +475,15 @@ impl World {
         // When most of the world changed, finding the affected observers
         // costs more than rebuilding every view: take them all.
         let mark_all = changes + self.gone.len() >= self.observers as usize;
+        // The copy costs about as much as pairing a hundredth as many
+        // subjects through the cell lists.
+        let cells = self.config.width_cells * self.config.height_cells;
+        self.use_observer_cells = !mark_all
+            && self.observer_cells.available()
+            && changes as u64 * 100 >= u64::from(self.observers) + u64::from(cells);
+        if self.use_observer_cells {
+            self.observer_cells.rebuild(&self.grid, &self.watchers);
+        }
         if !mark_all {
             for k in 0..self.gone.len() {
                 let cell = self.gone[k];

@@ -78,39 +78,53 @@ impl World {
     /// marks observers it forces to rebuild.
     pub(super) fn pair_subject(&mut self, subject: &Subject, t: u64) {
         let reach = self.max_ring;
-        let cell = subject.now.0;
-        self.around.clear();
-        let grid = &self.grid;
-        grid.observers_in(grid.ring(cell, reach).cells(), &mut self.around);
-        if let Some((before, ..)) = subject.before.filter(|b| b.0 != cell) {
-            // Only cells the first walk did not cover.
-            let cells = grid.ring(before, reach).cells();
-            let new = cells.filter(|&c| grid.cell_distance(c, cell) > reach);
-            grid.observers_in(new, &mut self.around);
-        }
-        let max_view = self.config.max_view as usize;
-        for k in 0..self.around.len() {
-            let o = self.around[k];
-            if o == subject.slot {
-                continue;
-            }
-            let w = &self.watchers[o as usize];
-            let (was, now) = self.zones(w, subject);
-            let mut kind = pair_kind(was, now, subject.due);
-            if (was, now) != (Zone::Out, Zone::Out) && self.views.slots(w.view).len() >= max_view {
-                // A full view may be culled: whoever is in range, only the
-                // view knows who is kept, and a move can change it.
-                if subject.moved {
-                    self.mark_rebuild(o, t);
-                    continue;
+        let now = self.grid.ring(subject.now.0, reach);
+        // Observers around the old cell too, but only once.
+        let before = subject.before.map(|b| self.grid.ring(b.0, reach));
+        let before_rows = before.into_iter().flat_map(|b| b.rows_outside(now));
+        if self.use_observer_cells {
+            for (first, last) in now.rows().chain(before_rows) {
+                for i in self.observer_cells.span(first, last) {
+                    if let Some((o, w)) = self.observer_cells.get(i) {
+                        self.pair_with(o, &w, subject, t);
+                    }
                 }
-                kind = subject.due.then_some(PairKind::UnsureBand);
             }
-            if let Some(kind) = kind {
-                self.mark_affected(o, t);
-                // A full set rebuilds every affected observer instead.
-                self.pairs.push(o, subject.slot, kind);
+        } else {
+            self.around.clear();
+            let cells = now.rows().chain(before_rows).flat_map(|(f, l)| f..=l);
+            self.grid.observers_in(cells, &mut self.around);
+            for k in 0..self.around.len() {
+                let o = self.around[k];
+                let w = self.watchers[o as usize];
+                self.pair_with(o, &w, subject, t);
             }
+        }
+    }
+
+    /// Pairs `subject` with observer `o`, whose record is `w`.
+    #[inline(always)]
+    fn pair_with(&mut self, o: u32, w: &Watcher, subject: &Subject, t: u64) {
+        if o == subject.slot {
+            return;
+        }
+        let (was, now) = self.zones(w, subject);
+        let mut kind = pair_kind(was, now, subject.due);
+        if (was, now) != (Zone::Out, Zone::Out)
+            && self.views.slots(w.view).len() >= self.config.max_view as usize
+        {
+            // A full view may be culled: whoever is in range, only the
+            // view knows who is kept, and a move can change it.
+            if subject.moved {
+                self.mark_rebuild(o, t);
+                return;
+            }
+            kind = subject.due.then_some(PairKind::UnsureBand);
+        }
+        if let Some(kind) = kind {
+            self.mark_affected(o, t);
+            // A full set rebuilds every affected observer instead.
+            self.pairs.push(o, subject.slot, kind);
         }
     }
 
