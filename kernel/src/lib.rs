@@ -78,6 +78,15 @@
 //! in its ring and `e` those entering. An entity that did not move, in a
 //! region where nothing moved, costs nothing. The pairs have room for 16
 //! per entity; a tick that needs more rebuilds every affected observer.
+//! When many subjects change, the observers' records are first copied out
+//! cell by cell (`O(observers + cells)`), so that each subject reads the
+//! observers of a row of its ring as one run.
+//!
+//! In grid mode visibility follows cells, so while no view is full, a move
+//! inside its cell is no change: only subjects that cross a cell border
+//! (or are due an update) are paired, and only observers that cross one
+//! are rebuilt. When more than one subject in 32 per observer crosses, the
+//! edits would touch nearly every view and the tick rebuilds instead.
 //!
 //! When at least as many entities changed as there are observers, pairing
 //! would cost more than rebuilding every view, so every observer is rebuilt
@@ -93,8 +102,9 @@
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
-//! halves of 4-byte entries), then the per-entity records and the room for
-//! pairs (about 0.8 KB per entity in all): `step` never allocates.
+//! halves of 4-byte entries), then the per-entity records, the room for
+//! pairs and the copies (about 0.9 KB per entity in all): `step` never
+//! allocates.
 //!
 //! # Digest
 //!
