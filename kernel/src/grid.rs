@@ -271,11 +271,6 @@ impl Grid {
         self.all.members[slot as usize].pos = pos;
     }
 
-    /// The layers of the entity at `slot`.
-    pub(crate) fn member_layers(&self, slot: u32) -> u32 {
-        self.all.members[slot as usize].layers
-    }
-
     /// Every slot's member record, vacant slots included (stale).
     pub(crate) fn all_members(&self) -> &[Member] {
         &self.all.members

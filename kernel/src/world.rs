@@ -277,9 +277,18 @@ pub struct World {
     due: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
     marks: ViewMarks,
-    /// Each slot's current motion, a compact copy of `Entity::cur` for the
-    /// Enter and Update events of view rebuilds.
-    motions: Vec<Motion>,
+    /// What each slot's Enter and Update events carry, in one line.
+    shown: Vec<Shown>,
+}
+
+/// An entity's current motion and its layers: a compact copy of what its
+/// Enter and Update events carry, so that an event costs one cache line.
+#[derive(Clone, Copy, Debug, Default)]
+struct Shown {
+    pos: Pos,
+    speed: Fix,
+    dir: Dir,
+    layers: u32,
 }
 
 impl World {
@@ -355,7 +364,7 @@ impl World {
             ids: SlotIds::new(config.max_entities),
             due: SlotBits::new(config.max_entities),
             marks: ViewMarks::new(config.max_entities),
-            motions: vec![Motion::default(); n],
+            shown: vec![Shown::default(); n],
         };
         world.digest = world.compute_digest();
         Ok(world)
@@ -623,7 +632,12 @@ impl World {
         self.ids.churn(slot);
         self.ids.set(slot, s.id);
         self.born[slot as usize] = t;
-        self.motions[slot as usize] = motion;
+        self.shown[slot as usize] = Shown {
+            pos: motion.pos,
+            speed: motion.speed,
+            dir: motion.dir,
+            layers: s.layers,
+        };
         self.index.insert(s.id, slot);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
         self.count += 1;
@@ -690,7 +704,8 @@ impl World {
             dir: m.dir,
             speed: m.speed,
         };
-        self.motions[slot as usize] = e.cur;
+        let shown = &mut self.shown[slot as usize];
+        (shown.pos, shown.speed, shown.dir) = (m.pos, m.speed, m.dir);
         if e.cell == cell {
             self.grid.set_pos(slot, m.pos);
         } else {
@@ -999,21 +1014,21 @@ impl World {
     /// The Enter event of the subject at `slot`, with its current state.
     #[inline(always)]
     fn enter(&self, observer: EntityId, subject: EntityId, slot: u32) -> Event {
-        let m = &self.motions[slot as usize];
+        let m = &self.shown[slot as usize];
         Event::Enter {
             observer,
             subject,
             pos: m.pos,
             dir: m.dir,
             speed: m.speed,
-            layers: self.grid.member_layers(slot),
+            layers: m.layers,
         }
     }
 
     /// The Update event of the subject at `slot`, with its current state.
     #[inline(always)]
     fn update(&self, observer: EntityId, subject: EntityId, slot: u32) -> Event {
-        let m = &self.motions[slot as usize];
+        let m = &self.shown[slot as usize];
         Event::Update {
             observer,
             subject,
