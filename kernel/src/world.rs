@@ -455,32 +455,9 @@ impl World {
         }
         self.pending.clear();
 
-        // In grid mode, while no view is full (so none is culled by
-        // distance), a move inside its cell changes no view: only subjects
-        // that are new, crossed a cell border or are due are paired. Each
-        // crossing edits the views of a whole band of cells, so once many
-        // cross, rebuilding is cheaper.
-        let mut cells_only = false;
-        let mut changes = self.touched.len();
-        if self.config.visibility == Visibility::Grid && !self.views.any_full() {
-            let (mut crossed, mut paired) = (0u64, 0);
-            let (touched, observers) = (self.touched.len() as u64, u64::from(self.observers));
-            cells_only = true;
-            for (seen, &slot) in (1..).zip(&self.touched) {
-                if let Some(c) = self.view_change(slot, t, true) {
-                    crossed += u64::from(c.relocated);
-                    paired += usize::from(c.relocated || c.due);
-                }
-                // Give up as soon as the share crossing so far says so.
-                if crossed * 32 * touched >= observers * seen.max(64) {
-                    cells_only = false;
-                    break;
-                }
-            }
-            if cells_only {
-                changes = paired;
-            }
-        }
+        let paired_by_cells = self.paired_by_cells(t);
+        let cells_only = paired_by_cells.is_some();
+        let changes = paired_by_cells.unwrap_or(self.touched.len());
         // When most of the world changed, finding the affected observers
         // costs more than rebuilding every view: take them all.
         let mark_all = changes + self.gone.len() >= self.observers as usize;
@@ -555,6 +532,32 @@ impl World {
             digest: self.digest,
             events,
         }
+    }
+
+    /// In grid mode, while no view is full (so none is culled by
+    /// distance), a move inside its cell changes no view: only subjects
+    /// that are new, crossed a cell border or are due need pairing. Their
+    /// number, unless this is not grid mode, some view is full, or so many
+    /// subjects cross that their edits would reach nearly every view and
+    /// rebuilding is cheaper (`None`).
+    fn paired_by_cells(&self, t: u64) -> Option<usize> {
+        if self.config.visibility != Visibility::Grid || self.views.any_full() {
+            return None;
+        }
+        let (mut crossed, mut paired) = (0u64, 0);
+        let (touched, observers) = (self.touched.len() as u64, u64::from(self.observers));
+        for (seen, &slot) in (1..).zip(&self.touched) {
+            if let Some(c) = self.view_change(slot, t, true) {
+                crossed += u64::from(c.relocated);
+                paired += usize::from(c.relocated || c.due);
+            }
+            // More than one in 32 per observer: give up as soon as the
+            // share crossing so far says so.
+            if crossed * 32 * touched >= observers * seen.max(64) {
+                return None;
+            }
+        }
+        Some(paired)
     }
 
     fn compute_digest(&self) -> u64 {
