@@ -921,14 +921,19 @@ impl World {
             (_, false) => Source::Lists(&self.grid),
         };
         let around = (reach.x, reach.y, stay);
-        source.visit(ring, around, |run| {
-            self.candidates.scan(&reach, run, &self.marks);
-        });
-
         let max_view = self.config.max_view as usize;
-        if self.candidates.len() > max_view {
+        // A view that was full most likely still is: rank at once rather
+        // than scan first to find out.
+        let crowd = self.views.slots(view).len() >= max_view;
+        if !crowd {
+            source.visit(ring, around, |run| {
+                self.candidates.scan(&reach, run, &self.marks);
+            });
+        }
+        if crowd || self.candidates.len() > max_view {
             // Crowds only: rank the same runs by dist², select the
-            // max_view-th nearest, and break ties at its distance by id.
+            // max_view-th nearest (everyone when there are not more), and
+            // break ties at its distance by id.
             self.ranked.clear();
             source.visit(ring, around, |run| {
                 self.ranked.rank(&reach, run, &self.marks);
