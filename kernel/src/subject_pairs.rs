@@ -124,7 +124,8 @@ impl SubjectPairs {
         let Some(c) = self.count.get_mut(observer as usize) else {
             return false;
         };
-        if self.overflowed || self.pairs.len() == self.pairs.capacity() {
+        // `grouped` is the room: `pairs` may have been given more.
+        if self.overflowed || self.pairs.len() >= self.grouped.len() {
             self.overflowed = true;
             return false;
         }
@@ -169,8 +170,9 @@ impl SubjectPairs {
         if n == 0 {
             return &[];
         }
-        let end = self.end[o] as usize;
-        self.grouped.get(end - n..end).unwrap_or(&[])
+        let end = self.end.get(o).copied().unwrap_or(0) as usize;
+        let start = end.saturating_sub(n);
+        self.grouped.get(start..end).unwrap_or(&[])
     }
 }
 
