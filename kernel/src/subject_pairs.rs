@@ -64,6 +64,11 @@ impl PairKind {
     }
 }
 
+/// The most pairs any world keeps room for (192 MB with their grouping):
+/// beyond that a tick rebuilds, which large worlds can afford better than
+/// the memory.
+const MAX_PAIRS: usize = 1 << 24;
+
 /// A subject slot and its pair's kind in one word (slots are below 2^22).
 const KIND_SHIFT: u32 = 24;
 const _: () = assert!(MAX_ENTITIES <= 1 << KIND_SHIFT);
@@ -95,9 +100,10 @@ pub(crate) struct SubjectPairs {
 }
 
 impl SubjectPairs {
-    /// Room for `per_entity` pairs per entity slot on average.
+    /// Room for `per_entity` pairs per entity slot on average, and never
+    /// more than [`MAX_PAIRS`].
     pub(crate) fn new(slots: u32, per_entity: u32) -> Self {
-        let capacity = slots as usize * per_entity as usize;
+        let capacity = (slots as usize * per_entity as usize).min(MAX_PAIRS);
         SubjectPairs {
             pairs: Vec::with_capacity(capacity),
             grouped: vec![0; capacity],
