@@ -155,7 +155,13 @@ impl World {
                 }
             }
         };
-        (subject.before.map_or(Zone::Out, zone), zone(subject.now))
+        let now = zone(subject.now);
+        // A subject only due an update stands where it stood.
+        let was = match subject.moved {
+            true => subject.before.map_or(Zone::Out, zone),
+            false => now,
+        };
+        (was, now)
     }
 
     /// Applies an observer's pairs to its view and emits their events in
