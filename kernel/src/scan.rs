@@ -259,18 +259,27 @@ impl Reach {
     ) -> bool {
         let mut keep = (layers & self.interest != 0) & (slot != self.slot);
         if let Some((enter2, stay2)) = self.radius {
-            let dist2 = dist2();
-            let stays = stay2 != enter2 && dist2 <= stay2 && marks.was(slot);
-            keep &= (dist2 <= enter2) | stays;
+            let (enters, stays) = radius_rule(dist2(), enter2, stay2);
+            keep &= enters | (stays && marks.was(slot));
         }
         keep
     }
 }
 
-/// `crate::fixed_point::Pos::dist2_raw` on raw coordinates.
+/// `crate::fixed_point::Pos::dist2_raw` on raw coordinates, without its
+/// 64-bit branch: in the loops that call this it measured slower.
 #[inline(always)]
-fn dist2_raw(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
+pub(crate) fn dist2_raw(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
     let dx = u128::from(x.abs_diff(ox));
     let dy = u128::from(y.abs_diff(oy));
     (dx * dx).saturating_add(dy * dy)
+}
+
+/// The radius rule's two thresholds, shared by the scan and by pairing:
+/// whether a subject at `dist2` is visible whatever it was (within `r²`),
+/// and whether it stays visible if it was (hysteresis on, within
+/// `(r + hysteresis)²`).
+#[inline(always)]
+pub(crate) fn radius_rule(dist2: u128, enter2: u128, stay2: u128) -> (bool, bool) {
+    (dist2 <= enter2, (stay2 != enter2) & (dist2 <= stay2))
 }

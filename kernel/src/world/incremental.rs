@@ -17,6 +17,7 @@
 use super::{Entity, World};
 use crate::config::Visibility;
 use crate::event::{Event, EventSink};
+use crate::scan::{dist2_raw, radius_rule};
 use crate::subject_pairs::{unpack, PairKind};
 
 /// Where a subject stands in an observer's rule.
@@ -143,15 +144,11 @@ impl World {
                 }
             }
             Visibility::Radius => {
-                let dx = u128::from(x.abs_diff(o.x));
-                let dy = u128::from(y.abs_diff(o.y));
-                let dist2 = (dx * dx).saturating_add(dy * dy);
-                if dist2 <= o.enter2 {
-                    Zone::In
-                } else if o.stay2 != o.enter2 && dist2 <= o.stay2 {
-                    Zone::Band
-                } else {
-                    Zone::Out
+                let dist2 = dist2_raw(x, y, o.x, o.y);
+                match radius_rule(dist2, o.enter2, o.stay2) {
+                    (true, _) => Zone::In,
+                    (false, true) => Zone::Band,
+                    (false, false) => Zone::Out,
                 }
             }
         };
