@@ -1,57 +1,79 @@
-//! A cell-sorted, structure-of-arrays copy of every entity, for ticks where
-//! most of the world moved.
+//! A copy of per-entity records sorted by cell, for ticks where many
+//! lookups would otherwise walk the grid's cell lists.
 //!
-//! Following per-cell linked lists is latency-bound: each step waits for the
-//! previous load. When every observer is rebuilt anyway, one walk of every
-//! cell's list (`O(entities + cells)`) lays the world out so that each row
-//! of an observer's ring is one contiguous run, scanned at memory bandwidth.
+//! Following a per-cell linked list is latency-bound: each step waits for
+//! the previous load. One walk of every cell's list (`O(records + cells)`)
+//! lays the records out so that each row of a ring of cells is one
+//! contiguous run, read at memory bandwidth. The world keeps two: every
+//! entity's [`Packed`](crate::scan::Packed) record, for grid-mode view
+//! rebuilds, and every observer's pairing record, for pairing many changed
+//! subjects.
 
 use alloc::vec;
 use alloc::vec::Vec;
+use core::ops::Range;
 
-use crate::grid::Grid;
-use crate::scan::Packed;
-
-pub(crate) struct PackedCells {
-    /// `start[c]..start[c + 1]` indexes cell `c`'s entities.
+pub(crate) struct CellSorted<T> {
+    /// `start[c]..start[c + 1]` indexes cell `c`'s records; empty when the
+    /// world keeps no copy.
     start: Vec<u32>,
-    entities: Vec<Packed>,
+    records: Vec<T>,
 }
 
-impl PackedCells {
-    pub(crate) fn new(cells: u32, slots: u32) -> Self {
-        let n = slots as usize;
-        PackedCells {
-            start: vec![0; cells as usize + 1],
-            entities: vec![Packed::default(); n],
+impl<T: Copy> CellSorted<T> {
+    /// Room for `records` records over `cells` cells; `cells == 0` keeps
+    /// no copy at all.
+    pub(crate) fn new(cells: u32, records: u32) -> Self {
+        CellSorted {
+            start: if cells == 0 {
+                Vec::new()
+            } else {
+                vec![0; cells as usize + 1]
+            },
+            records: Vec::with_capacity(records as usize),
         }
     }
 
-    /// Copies every entity out of the grid's cell lists, cell by cell, so
-    /// the copy comes out sorted by cell in one pass.
-    pub(crate) fn rebuild(&mut self, grid: &Grid) {
-        let mut at = 0;
-        for cell in 0..self.start.len() - 1 {
-            // at ≤ live entities ≤ max_entities ≤ 2^22.
-            self.start[cell] = at as u32;
-            // Cell indices are below width × height ≤ 2^24.
-            for (slot, m) in grid.members(cell as u32) {
-                self.entities[at] = Packed {
-                    x: m.pos.x.to_bits(),
-                    y: m.pos.y.to_bits(),
-                    slot,
-                    layers: m.layers,
-                };
-                at += 1;
+    /// Whether this world keeps the copy.
+    pub(crate) fn available(&self) -> bool {
+        !self.start.is_empty()
+    }
+
+    /// Copies every cell's records, cell by cell, so the copy comes out
+    /// sorted by cell in one pass. Records beyond the room are dropped;
+    /// callers size the room for every record there can be.
+    pub(crate) fn rebuild<I: Iterator<Item = T>>(&mut self, mut of_cell: impl FnMut(u32) -> I) {
+        self.records.clear();
+        let Some(cells) = self.start.len().checked_sub(1) else {
+            return;
+        };
+        for cell in 0..cells {
+            // At most max_entities ≤ 2^22 records; cells < 2^24.
+            self.start[cell] = self.records.len() as u32;
+            for record in of_cell(cell as u32) {
+                if self.records.len() < self.records.capacity() {
+                    self.records.push(record);
+                }
             }
         }
-        let cells = self.start.len() - 1;
-        self.start[cells] = at as u32;
+        self.start[cells] = self.records.len() as u32;
     }
 
-    /// Every entity in cells `first..=last` (one row of a ring).
-    pub(crate) fn run(&self, first: u32, last: u32) -> &[Packed] {
-        let run = self.start[first as usize] as usize..self.start[last as usize + 1] as usize;
-        &self.entities[run]
+    /// Where the records of cells `first..=last` (one row of a ring) are,
+    /// for [`CellSorted::get`].
+    pub(crate) fn span(&self, first: u32, last: u32) -> Range<usize> {
+        let from = self.start.get(first as usize).copied().unwrap_or(0) as usize;
+        let to = self.start.get(last as usize + 1).copied().unwrap_or(0) as usize;
+        from..to
+    }
+
+    /// Every record in cells `first..=last`.
+    pub(crate) fn run(&self, first: u32, last: u32) -> &[T] {
+        self.records.get(self.span(first, last)).unwrap_or(&[])
+    }
+
+    /// The `i`-th record of the copy.
+    pub(crate) fn get(&self, i: usize) -> Option<T> {
+        self.records.get(i).copied()
     }
 }

@@ -9,6 +9,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::grid::Member;
 use crate::view_marks::ViewMarks;
 
 /// What the scan reads of one entity: one record, so a run of them is one
@@ -19,6 +20,20 @@ pub(crate) struct Packed {
     pub(crate) y: i64,
     pub(crate) slot: u32,
     pub(crate) layers: u32,
+}
+
+impl Packed {
+    /// The record of the entity at `slot`, from its grid member.
+    #[inline(always)]
+    pub(crate) fn of(slot: u32, m: &Member) -> Packed {
+        let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
+        Packed {
+            x,
+            y,
+            slot,
+            layers: m.layers,
+        }
+    }
 }
 
 /// What the rule needs to know about the observer.

@@ -4,13 +4,13 @@
 //! lists otherwise.
 
 use crate::grid::{CellRect, Grid};
-use crate::packed::PackedCells;
+use crate::packed::CellSorted;
 use crate::scan::Packed;
 use crate::squares::PackedSquares;
 
 pub(crate) enum Source<'a> {
     Squares(&'a PackedSquares),
-    Cells(&'a PackedCells),
+    Cells(&'a CellSorted<Packed>),
     Lists(&'a Grid),
 }
 
@@ -40,12 +40,7 @@ impl Source<'_> {
                 for c in ring.cells() {
                     let mut n = 0;
                     for (slot, m) in grid.members(c) {
-                        chunk[n] = Packed {
-                            x: m.pos.x.to_bits(),
-                            y: m.pos.y.to_bits(),
-                            slot,
-                            layers: m.layers,
-                        };
+                        chunk[n] = Packed::of(slot, m);
                         n += 1;
                         if n == CHUNK {
                             f(&chunk);

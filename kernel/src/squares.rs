@@ -110,13 +110,11 @@ impl PackedSquares {
             if b == u64::MAX {
                 continue;
             }
-            let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
-            let square = self.square_of(x, y);
-            self.start[square as usize + 1] += 1;
-            let layers = m.layers;
             // slot < max_entities ≤ 2^22.
-            let slot = slot as u32;
-            self.walk[n] = (square, Packed { x, y, slot, layers });
+            let record = Packed::of(slot as u32, m);
+            let square = self.square_of(record.x, record.y);
+            self.start[square as usize + 1] += 1;
+            self.walk[n] = (square, record);
             n += 1;
         }
         for q in 0..self.fill.len() {

@@ -12,8 +12,8 @@ use crate::event::{Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::Grid;
 use crate::id_index::IdIndex;
-use crate::packed::PackedCells;
-use crate::scan::{Candidates, Ranked, Reach};
+use crate::packed::CellSorted;
+use crate::scan::{Candidates, Packed, Ranked, Reach};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::source::Source;
@@ -24,9 +24,7 @@ use crate::view::Views;
 use crate::view_marks::ViewMarks;
 
 mod incremental;
-mod observer_cells;
 use incremental::{Subject, Watcher};
-use observer_cells::ObserverCells;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -250,8 +248,9 @@ pub struct World {
     group: Vec<(PairKind, EntityId, u32)>,
     /// Per slot: what pairing needs of an observer (stale for others).
     watchers: Vec<Watcher>,
-    /// The same records by cell, valid this tick while `use_observer_cells`.
-    observer_cells: ObserverCells,
+    /// The same records by cell with their slots, valid this tick while
+    /// `use_observer_cells`.
+    observer_cells: CellSorted<(u32, Watcher)>,
     use_observer_cells: bool,
     candidates: Candidates,
     /// Crowd culling: visible candidates with their `dist²`, and those at
@@ -260,7 +259,7 @@ pub struct World {
     ties: Vec<(EntityId, u32)>,
     /// Valid for the current tick when every observer is being rebuilt:
     /// by squares in radius mode where the world allows, else by cells.
-    packed: PackedCells,
+    packed: CellSorted<Packed>,
     squares: Option<PackedSquares>,
     use_packed: bool,
     /// Whether any subject's update is due this tick.
@@ -301,13 +300,18 @@ impl World {
             Visibility::Radius => PackedSquares::new(&config),
             Visibility::Grid => None,
         };
+        let cells = config.width_cells * config.height_cells;
         // The copy by cells is only needed where there are no squares.
         let (packed_cells, packed_slots) = match squares {
             Some(_) => (0, 0),
-            None => (
-                config.width_cells * config.height_cells,
-                config.max_entities,
-            ),
+            None => (cells, config.max_entities),
+        };
+        // Copying the observers costs a walk of every cell: worlds with more
+        // than four cells per observer keep no copy (its index is a u32 per
+        // cell).
+        let observer_cells = match u64::from(cells) <= 4 * u64::from(config.max_observers) {
+            true => cells,
+            false => 0,
         };
         let mut world = World {
             config,
@@ -341,15 +345,12 @@ impl World {
             pairs: SubjectPairs::new(config.max_entities, PAIRS_PER_ENTITY),
             group: Vec::with_capacity(n),
             watchers: vec![Watcher::default(); n],
-            observer_cells: ObserverCells::new(
-                config.width_cells * config.height_cells,
-                config.max_observers,
-            ),
+            observer_cells: CellSorted::new(observer_cells, config.max_observers),
             use_observer_cells: false,
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             ties: Vec::with_capacity(n),
-            packed: PackedCells::new(packed_cells, packed_slots),
+            packed: CellSorted::new(packed_cells, packed_slots),
             squares,
             use_packed: false,
             any_due: false,
@@ -468,7 +469,12 @@ impl World {
             && self.observer_cells.available()
             && changes as u64 * 100 >= u64::from(self.observers) + u64::from(cells);
         if self.use_observer_cells {
-            self.observer_cells.rebuild(&self.grid, &self.watchers);
+            let (grid, watchers) = (&self.grid, &self.watchers);
+            let of_cell = |c| {
+                grid.observers(c)
+                    .filter_map(|o| Some((o, *watchers.get(o as usize)?)))
+            };
+            self.observer_cells.rebuild(of_cell);
         }
         if !mark_all {
             for k in 0..self.gone.len() {
@@ -498,7 +504,11 @@ impl World {
         if self.use_packed {
             match &mut self.squares {
                 Some(squares) => squares.rebuild(&self.grid, &self.born),
-                None => self.packed.rebuild(&self.grid),
+                None => {
+                    let grid = &self.grid;
+                    self.packed
+                        .rebuild(|c| grid.members(c).map(|(slot, m)| Packed::of(slot, m)));
+                }
             }
         }
         if full {
