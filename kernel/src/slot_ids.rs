@@ -32,6 +32,12 @@ impl SlotIds {
         }
     }
 
+    /// Where `id` is (`Ok`) or would go (`Err`) in `view`, slots in
+    /// ascending order of their occupants' ids.
+    pub(crate) fn search(&self, view: &[u32], id: EntityId) -> Result<usize, usize> {
+        view.binary_search_by_key(&id, |&s| self.id(s))
+    }
+
     /// The id of the slot's current occupant.
     #[inline(always)]
     pub(crate) fn id(&self, slot: u32) -> EntityId {

@@ -169,7 +169,6 @@ impl World {
         let (observer, view) = (o.id, o.view);
         let old = self.views.slots(view);
         let ids = &self.ids;
-        let find = |id| old.binary_search_by_key(&id, |&s| ids.id(s));
 
         // (kind, subject id, slot) sorts into contract order.
         self.group.clear();
@@ -177,7 +176,7 @@ impl World {
         for &word in self.pairs.of(slot) {
             let (s, kind) = unpack(word);
             let id = ids.id(s);
-            let was = || find(id).is_ok();
+            let was = || ids.search(old, id).is_ok();
             let Some(kind) = kind.resolve(was, self.due.get(s)) else {
                 continue;
             };
@@ -221,9 +220,7 @@ impl World {
         // go before the first larger id; both lists ascend by id.
         let (group, ids) = (&self.group, &self.ids);
         self.views.rewrite(view, |old, out| {
-            let at = |id| match old.binary_search_by_key(&id, |&s| ids.id(s)) {
-                Ok(p) | Err(p) => p,
-            };
+            let at = |id| ids.search(old, id).unwrap_or_else(|p| p);
             let leaves = group.iter().filter(|g| g.0 == PairKind::Leave);
             let enters = group.iter().filter(|g| g.0 == PairKind::Enter);
             splice(
