@@ -173,6 +173,18 @@ impl Config {
     }
 }
 
+/// The cells (clamped into the world) that `p - reach ..= p + reach` spans
+/// on one axis.
+pub(crate) fn axis_span(p: i64, reach: i64, origin: Fix, cell: Fix, cells: u32) -> (u32, u32) {
+    let at = |q: i128| {
+        let c = (q - i128::from(origin.to_bits())).div_euclid(i128::from(cell.to_bits()));
+        // Clamped into 0..cells, so the cast is exact.
+        c.clamp(0, i128::from(cells) - 1) as u32
+    };
+    let (p, reach) = (i128::from(p), i128::from(reach));
+    (at(p - reach), at(p + reach))
+}
+
 fn axis_cell(p: Fix, origin: Fix, cell: Fix, cells: u32) -> Option<u32> {
     let c = match p.to_bits().checked_sub(origin.to_bits()) {
         // The common case: one hardware division instead of a 128-bit one.
@@ -207,6 +219,32 @@ mod tests {
         assert_eq!(cfg.cell_of(Pos::from_ints(200, 0)), None);
         let just_below = Pos::new(Fix::from_bits((-200 << 16) - 1), Fix::ZERO);
         assert_eq!(cfg.cell_of(just_below), None);
+    }
+
+    #[test]
+    fn spans_are_clamped_into_the_world() {
+        let cfg = Config {
+            origin: Pos::from_ints(-200, -200),
+            width_cells: 4,
+            ..Config::default()
+        };
+        let span = |p: i64, reach: i64| {
+            let raw = |v: i64| Fix::from_num(v).to_bits();
+            axis_span(
+                raw(p),
+                raw(reach),
+                cfg.origin.x,
+                cfg.cell_size,
+                cfg.width_cells,
+            )
+        };
+        assert_eq!(span(-150, 10), (0, 0));
+        assert_eq!(span(-150, 60), (0, 1));
+        assert_eq!(span(0, 500), (0, 3));
+        assert_eq!(span(-1000, 0), (0, 0));
+        assert_eq!(span(1000, 0), (3, 3));
+        let far = i64::MAX;
+        assert_eq!(axis_span(0, far, cfg.origin.x, cfg.cell_size, 4), (0, 3));
     }
 
     #[test]

@@ -182,6 +182,18 @@ impl CellRect {
         (self.y0..=self.y1).map(move |y| (y * self.width + self.x0, y * self.width + self.x1))
     }
 
+    /// The part of the rectangle in columns `x0..=x1` and rows `y0..=y1`;
+    /// the ranges must overlap it.
+    pub(crate) fn clip(self, (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> CellRect {
+        CellRect {
+            x0: self.x0.max(x0),
+            x1: self.x1.min(x1),
+            y0: self.y0.max(y0),
+            y1: self.y1.min(y1),
+            width: self.width,
+        }
+    }
+
     /// Each row of the rectangle as ranges `first..=last` of its cells,
     /// leaving out the cells that are also in `other`.
     pub(crate) fn rows_outside(self, other: CellRect) -> impl Iterator<Item = (u32, u32)> {
@@ -350,5 +362,17 @@ mod tests {
         // Disjoint: every row whole; covered: nothing.
         assert_eq!(rows(g.ring(0, 0), g.ring(24, 1)), [(0, 0)]);
         assert!(rows(g.ring(12, 0), g.ring(12, 1)).is_empty());
+    }
+
+    #[test]
+    fn clipping_keeps_the_overlap() {
+        let g = Grid::new(5, 5, 1);
+        let cells = |r: CellRect| r.cells().collect::<Vec<_>>();
+        // Around (2, 2), within columns 2..=4 and rows 0..=1.
+        assert_eq!(cells(g.ring(12, 1).clip((2, 4), (0, 1))), [7, 8]);
+        assert_eq!(
+            cells(g.ring(12, 1).clip((0, 4), (0, 4))),
+            cells(g.ring(12, 1))
+        );
     }
 }

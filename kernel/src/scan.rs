@@ -146,10 +146,19 @@ impl Candidates {
 /// Crowd culling's buffer: `(dist², slot)` of every visible candidate,
 /// appended without branching like [`Candidates`]. Near observers' squares
 /// fit 64 bits, which halves what the selection moves.
+///
+/// A crowd's cut-off barely moves from one tick to the next, so ranking can
+/// be told to leave out candidates beyond a guess (`within`): the selection
+/// then sorts a few more than `max_view` entries instead of the whole crowd.
+/// Any guess gives the same result as long as at least `max_view`
+/// candidates are within it, since those include the `max_view` nearest
+/// and everyone at the cut-off distance; with fewer, the caller ranks again
+/// without one.
 pub(crate) struct Ranked {
     near: Vec<(u64, u32)>,
     far: Vec<(u128, u32)>,
     len: usize,
+    within: u128,
 }
 
 impl Ranked {
@@ -159,11 +168,19 @@ impl Ranked {
             near: vec![(0, 0); max_entities as usize + 1],
             far: vec![(0, 0); max_entities as usize + 1],
             len: 0,
+            within: u128::MAX,
         }
     }
 
-    pub(crate) fn clear(&mut self) {
+    /// Empties the buffer; candidates ranked next count only within
+    /// `within` (`dist²`, raw units).
+    pub(crate) fn clear(&mut self, within: u128) {
         self.len = 0;
+        self.within = within;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     /// Appends every entity of `run` the observer sees, with its distance.
@@ -171,11 +188,13 @@ impl Ranked {
     pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
         let mut k = 0;
         if reach.near {
+            let within = u64::try_from(self.within).unwrap_or(u64::MAX);
             let out = &mut self.near[self.len..];
             for e in run {
                 let (dx, dy) = (e.x.wrapping_sub(reach.x), e.y.wrapping_sub(reach.y));
                 let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
-                let keep = reach.sees_at(e.slot, || u128::from(dist2), e.layers, marks);
+                let keep = reach.sees_at(e.slot, || u128::from(dist2), e.layers, marks)
+                    & (dist2 <= within);
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
@@ -185,7 +204,8 @@ impl Ranked {
             let out = &mut self.far[self.len..];
             for e in run {
                 let dist2 = dist2_raw(e.x, e.y, reach.x, reach.y);
-                let keep = reach.sees_at(e.slot, || dist2, e.layers, marks);
+                let keep =
+                    reach.sees_at(e.slot, || dist2, e.layers, marks) & (dist2 <= self.within);
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
@@ -196,7 +216,8 @@ impl Ranked {
     }
 
     /// Puts the `max_view` nearest ranked candidates into `out`, breaking
-    /// ties at the cut-off distance by id; `ties` is scratch.
+    /// ties at the cut-off distance by id; `ties` is scratch. Returns the
+    /// cut-off `dist²` when there were more than `max_view`.
     pub(crate) fn keep_nearest(
         &mut self,
         near: bool,
@@ -204,12 +225,12 @@ impl Ranked {
         id_of: impl Fn(u32) -> u64,
         ties: &mut Vec<(u64, u32)>,
         out: &mut Candidates,
-    ) {
+    ) -> Option<u128> {
         out.clear();
         if near {
-            nearest(&mut self.near[..self.len], max_view, id_of, ties, out);
+            nearest(&mut self.near[..self.len], max_view, id_of, ties, out).map(u128::from)
         } else {
-            nearest(&mut self.far[..self.len], max_view, id_of, ties, out);
+            nearest(&mut self.far[..self.len], max_view, id_of, ties, out)
         }
     }
 }
@@ -220,17 +241,15 @@ fn nearest<K: Ord + Copy>(
     id_of: impl Fn(u32) -> u64,
     ties: &mut Vec<(u64, u32)>,
     out: &mut Candidates,
-) {
+) -> Option<K> {
     if ranked.len() <= max_view {
         // Not a crowd after all: keep everyone.
         for &(_, s) in ranked.iter() {
             out.push_if(s, true);
         }
-        return;
+        return None;
     }
-    let Some(last) = max_view.checked_sub(1) else {
-        return;
-    };
+    let last = max_view.checked_sub(1)?;
     let (nearer, &mut (bound, at), farther) = ranked.select_nth_unstable_by_key(last, |r| r.0);
     ties.clear();
     ties.push((id_of(at), at));
@@ -252,6 +271,7 @@ fn nearest<K: Ord + Copy>(
     for &(_, s) in ties.iter().take(room) {
         out.push_if(s, true);
     }
+    Some(bound)
 }
 
 impl Reach {

@@ -6,11 +6,11 @@ use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, EntityId, Move, Spawn};
-use crate::config::{Config, ConfigError, Visibility, MAX_RADIUS};
+use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_RADIUS};
 use crate::digest::{hash_lanes, DigestSums, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY};
 use crate::event::{Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
-use crate::grid::Grid;
+use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
 use crate::packed::CellSorted;
 use crate::scan::{Candidates, Packed, Ranked, Reach};
@@ -257,6 +257,9 @@ pub struct World {
     /// the cut-off distance with their ids.
     ranked: Ranked,
     ties: Vec<(EntityId, u32)>,
+    /// Per view: the `dist²` its crowd was last cut off at, a guess that
+    /// spares the next ranking most of the crowd (see [`Ranked`]).
+    cutoffs: Vec<u128>,
     /// Valid for the current tick when every observer is being rebuilt:
     /// by squares in radius mode where the world allows, else by cells.
     packed: CellSorted<Packed>,
@@ -349,6 +352,7 @@ impl World {
             use_observer_cells: false,
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
+            cutoffs: vec![u128::MAX; config.max_observers as usize],
             ties: Vec::with_capacity(n),
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
@@ -943,16 +947,33 @@ impl World {
         if crowd || self.candidates.len() > max_view {
             // Crowds only: rank the same runs by dist², select the
             // max_view-th nearest (everyone when there are not more), and
-            // break ties at its distance by id.
-            self.ranked.clear();
-            source.visit(ring, around, |run| {
-                self.ranked.rank(&reach, run, &self.marks);
-            });
+            // break ties at its distance by id. A crowd ranks only within
+            // half again its last cut-off's dist², unless that leaves too few.
+            let last = self.cutoffs[view as usize];
+            let guess = if crowd {
+                last.saturating_add(last / 2)
+            } else {
+                u128::MAX
+            };
+            for within in [guess, u128::MAX] {
+                self.ranked.clear(within);
+                let (ring, around) = self.within_guess(ring, around, within);
+                source.visit(ring, around, |run| {
+                    self.ranked.rank(&reach, run, &self.marks);
+                });
+                if self.ranked.len() >= max_view || within == u128::MAX {
+                    break;
+                }
+            }
             let ids = &self.ids;
             let id_of = |s: u32| ids.id(s);
             let (ties, candidates) = (&mut self.ties, &mut self.candidates);
-            self.ranked
-                .keep_nearest(reach.near, max_view, id_of, ties, candidates);
+            if let Some(cutoff) = self
+                .ranked
+                .keep_nearest(reach.near, max_view, id_of, ties, candidates)
+            {
+                self.cutoffs[view as usize] = cutoff;
+            }
         }
         self.entered.clear();
         for &s in self.candidates.as_slice() {
@@ -1027,6 +1048,31 @@ impl World {
             events += 1;
         }
         events
+    }
+
+    /// The cells and squares a ranking within `within` (`dist²`) needs
+    /// visit of an observer's `ring` and `around` (see `Source::visit`).
+    fn within_guess(
+        &self,
+        ring: CellRect,
+        around: (i64, i64, i64),
+        within: u128,
+    ) -> (CellRect, (i64, i64, i64)) {
+        let (x, y, stay) = around;
+        let Ok(by) = i64::try_from(within.isqrt()) else {
+            return (ring, around);
+        };
+        // Radius mode never visits beyond the stay distance anyway.
+        let by = match self.config.visibility {
+            Visibility::Radius => by.min(stay),
+            Visibility::Grid => by,
+        };
+        let c = &self.config;
+        let ring = ring.clip(
+            axis_span(x, by, c.origin.x, c.cell_size, c.width_cells),
+            axis_span(y, by, c.origin.y, c.cell_size, c.height_cells),
+        );
+        (ring, (x, y, by))
     }
 
     /// The Enter event of the subject at `slot`, with its current state.
