@@ -948,10 +948,10 @@ impl World {
             // Crowds only: rank the same runs by dist², select the
             // max_view-th nearest (everyone when there are not more), and
             // break ties at its distance by id. A crowd ranks only within
-            // half again its last cut-off's dist², unless that leaves too few.
+            // a quarter again its last cut-off dist², unless that leaves too few.
             let last = self.cutoffs[view as usize];
             let guess = if crowd {
-                last.saturating_add(last / 2)
+                last.saturating_add(last / 4)
             } else {
                 u128::MAX
             };
