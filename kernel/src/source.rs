@@ -8,6 +8,7 @@ use crate::packed::CellSorted;
 use crate::scan::Packed;
 use crate::squares::PackedSquares;
 
+#[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     Squares(&'a PackedSquares),
     Cells(&'a CellSorted<Packed>),

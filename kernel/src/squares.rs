@@ -9,6 +9,10 @@
 //! 40% fewer candidates to scan. The squares are an index of this copy only;
 //! cells still decide everything else.
 //!
+//! Grid-mode ticks with crowds rebuild the squares too: a crowd's cut-off
+//! is usually well under a cell away, and the squares within it hold about
+//! half the entities of the cells within it.
+//!
 //! The copy is rebuilt by a counting sort over the entity slots, read in
 //! order rather than by chasing the cell lists: `O(slots + squares)`, with
 //! the number of squares bounded when the world is built.

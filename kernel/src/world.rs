@@ -265,6 +265,9 @@ pub struct World {
     packed: CellSorted<Packed>,
     squares: Option<PackedSquares>,
     use_packed: bool,
+    /// Grid mode: the squares are valid this tick too, for crowds to rank
+    /// from (a crowd's cut-off is well inside its ring of cells).
+    grid_squares: bool,
     /// Whether any subject's update is due this tick.
     any_due: bool,
     entered: Vec<(EntityId, u32)>,
@@ -299,15 +302,13 @@ impl World {
         config.validate()?;
         let n = config.max_entities as usize;
         let max_ring = config.width_cells.max(config.height_cells);
-        let squares = match config.visibility {
-            Visibility::Radius => PackedSquares::new(&config),
-            Visibility::Grid => None,
-        };
+        let squares = PackedSquares::new(&config);
         let cells = config.width_cells * config.height_cells;
-        // The copy by cells is only needed where there are no squares.
-        let (packed_cells, packed_slots) = match squares {
-            Some(_) => (0, 0),
-            None => (cells, config.max_entities),
+        // The copy by cells is only needed where there are no squares, or in
+        // grid mode, where visibility follows cells.
+        let (packed_cells, packed_slots) = match (&squares, config.visibility) {
+            (Some(_), Visibility::Radius) => (0, 0),
+            _ => (cells, config.max_entities),
         };
         // Copying the observers costs a walk of every cell: worlds with more
         // than four cells per observer keep no copy (its index is a u32 per
@@ -357,6 +358,7 @@ impl World {
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
             use_packed: false,
+            grid_squares: false,
             any_due: false,
             entered: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             updates: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
@@ -505,13 +507,19 @@ impl World {
         // The sorted copy costs about as much as a hundred rebuilds from
         // the cell lists: worth it from ~1.5% of the entities on.
         self.use_packed = full || self.rebuilds * 64 >= self.count;
+        let radius = self.config.visibility == Visibility::Radius;
+        self.grid_squares = false;
         if self.use_packed {
-            match &mut self.squares {
-                Some(squares) => squares.rebuild(&self.grid, &self.born),
-                None => {
+            match (&mut self.squares, radius) {
+                (Some(squares), true) => squares.rebuild(&self.grid, &self.born),
+                (squares, _) => {
                     let grid = &self.grid;
                     self.packed
                         .rebuild(|c| grid.members(c).map(|(slot, m)| Packed::of(slot, m)));
+                    if let Some(squares) = squares.as_mut().filter(|_| self.views.any_full()) {
+                        squares.rebuild(grid, &self.born);
+                        self.grid_squares = true;
+                    }
                 }
             }
         }
@@ -679,7 +687,11 @@ impl World {
         let cell = u128::from(self.config.cell_size.to_bits().unsigned_abs());
         let by_cells = u128::from(ring + 1) * cell;
         let stay = radius.to_bits() + self.config.hysteresis.to_bits();
-        let by_squares = match &self.squares {
+        let by_squares = match self
+            .squares
+            .as_ref()
+            .filter(|_| self.config.visibility == Visibility::Radius)
+        {
             Some(squares) => {
                 u128::from(stay.unsigned_abs()) + 2 * u128::from(squares.side().unsigned_abs())
             }
@@ -929,10 +941,10 @@ impl World {
 
         self.candidates.clear();
         let ring = self.grid.ring(cell, ring);
-        let source = match (&self.squares, self.use_packed) {
-            (Some(squares), true) => Source::Squares(squares),
-            (None, true) => Source::Cells(&self.packed),
-            (_, false) => Source::Lists(&self.grid),
+        let source = match (&self.squares, self.use_packed, self.config.visibility) {
+            (Some(squares), true, Visibility::Radius) => Source::Squares(squares),
+            (_, true, _) => Source::Cells(&self.packed),
+            (_, false, _) => Source::Lists(&self.grid),
         };
         let around = (reach.x, reach.y, stay);
         let max_view = self.config.max_view as usize;
@@ -957,7 +969,11 @@ impl World {
             };
             for within in [guess, u128::MAX] {
                 self.ranked.clear(within);
-                let (ring, around) = self.within_guess(ring, around, within);
+                let (ring, around, by_squares) = self.within_guess(ring, around, within);
+                let source = match (&self.squares, by_squares) {
+                    (Some(squares), true) => Source::Squares(squares),
+                    _ => source,
+                };
                 source.visit(ring, around, |run| {
                     self.ranked.rank(&reach, run, &self.marks);
                 });
@@ -1050,29 +1066,31 @@ impl World {
         events
     }
 
-    /// The cells and squares a ranking within `within` (`dist²`) needs
-    /// visit of an observer's `ring` and `around` (see `Source::visit`).
+    /// What a ranking within `within` (`dist²`) needs to visit of an
+    /// observer's `ring` and `around` (see `Source::visit`), and whether
+    /// grid mode can take it from the squares.
     fn within_guess(
         &self,
         ring: CellRect,
         around: (i64, i64, i64),
         within: u128,
-    ) -> (CellRect, (i64, i64, i64)) {
+    ) -> (CellRect, (i64, i64, i64), bool) {
         let (x, y, stay) = around;
         let Ok(by) = i64::try_from(within.isqrt()) else {
-            return (ring, around);
-        };
-        // Radius mode never visits beyond the stay distance anyway.
-        let by = match self.config.visibility {
-            Visibility::Radius => by.min(stay),
-            Visibility::Grid => by,
+            return (ring, around, false);
         };
         let c = &self.config;
+        let (by, by_squares) = match c.visibility {
+            // Radius mode never visits beyond the stay distance anyway.
+            Visibility::Radius => (by.min(stay), false),
+            // Everything closer than a cell to the observer is in its ring.
+            Visibility::Grid => (by, self.grid_squares && by < c.cell_size.to_bits()),
+        };
         let ring = ring.clip(
             axis_span(x, by, c.origin.x, c.cell_size, c.width_cells),
             axis_span(y, by, c.origin.y, c.cell_size, c.height_cells),
         );
-        (ring, (x, y, by))
+        (ring, (x, y, by), by_squares)
     }
 
     /// The Enter event of the subject at `slot`, with its current state.
