@@ -183,7 +183,8 @@ impl Ranked {
         self.len
     }
 
-    /// Appends every entity of `run` the observer sees, with its distance.
+    /// Appends every entity of `run` the observer sees within `within`,
+    /// with its distance.
     #[inline(always)]
     pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
         let mut k = 0;

@@ -258,7 +258,9 @@ pub struct World {
     ranked: Ranked,
     ties: Vec<(EntityId, u32)>,
     /// Per view: the `dist²` its crowd was last cut off at, a guess that
-    /// spares the next ranking most of the crowd (see [`Ranked`]).
+    /// spares the next ranking most of the crowd (see [`Ranked`]). Views
+    /// come out the same whatever it holds, so it is no part of the state:
+    /// snapshots leave it out and a restored world starts without guesses.
     cutoffs: Vec<u128>,
     /// Valid for the current tick when every observer is being rebuilt:
     /// by squares in radius mode where the world allows, else by cells.
