@@ -319,3 +319,66 @@ pub(crate) fn dist2_raw(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
 pub(crate) fn radius_rule(dist2: u128, enter2: u128, stay2: u128) -> (bool, bool) {
     (dist2 <= enter2, (stay2 != enter2) & (dist2 <= stay2))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::mix64;
+
+    /// The view a crowd culls to, as a sorted set of slots.
+    fn kept(reach: &Reach, run: &[Packed], max_view: usize, within: u128) -> Option<Vec<u32>> {
+        let n = run.len() as u32;
+        let marks = ViewMarks::new(n);
+        let mut ranked = Ranked::new(n);
+        ranked.clear(within);
+        ranked.rank(reach, run, &marks);
+        if ranked.len() < max_view && within != u128::MAX {
+            return None;
+        }
+        let (mut ties, mut out) = (Vec::new(), Candidates::new(n));
+        let id_of = |s: u32| mix64(u64::from(s));
+        ranked.keep_nearest(reach.near, max_view, id_of, &mut ties, &mut out);
+        let mut slots = out.as_slice().to_vec();
+        slots.sort_unstable();
+        Some(slots)
+    }
+
+    #[test]
+    fn a_guess_with_max_view_within_it_keeps_the_same_view() {
+        let mut state = 7u64;
+        let mut next = |bound: u64| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            mix64(state) % bound
+        };
+        let mut guessed = 0;
+        for case in 0..300 {
+            // A small lattice, so that many candidates tie at the cut-off.
+            let run: Vec<Packed> = (0..1 + next(300) as u32)
+                .map(|slot| Packed {
+                    x: next(21) as i64 - 10,
+                    y: next(21) as i64 - 10,
+                    slot,
+                    layers: 1,
+                })
+                .collect();
+            let max_view = 1 + next(64) as usize;
+            let reach = Reach {
+                slot: u32::MAX,
+                interest: 1,
+                x: 0,
+                y: 0,
+                radius: None,
+                near: case % 2 == 0,
+            };
+            let whole = kept(&reach, &run, max_view, u128::MAX);
+            for within in [0, 1, 4, 10, 25, 50, 100, 200] {
+                if let Some(view) = kept(&reach, &run, max_view, within) {
+                    assert_eq!(Some(view), whole, "case {case}, guess {within}");
+                    guessed += 1;
+                }
+            }
+        }
+        // Both outcomes of a guess occur.
+        assert!(guessed > 300 && guessed < 2_400, "{guessed}");
+    }
+}
