@@ -1,21 +1,23 @@
-//! A copy of every entity sorted into squares finer than the grid's cells,
-//! for radius-mode ticks where most of the world moved.
+//! Copies of records sorted into squares finer than the grid's cells: of
+//! every entity, for radius-mode ticks where most of the world moved, and
+//! of every observer, for pairing many changed subjects in radius mode.
 //!
 //! An observer's ring of cells is a square of side `2 (ring + 1)` cells,
 //! while what it can see is a disc of radius `r + hysteresis`: with a
 //! radius of one cell, only a third of the ring is inside. Squares of about
 //! a third of a cell, sized a power of two so that a coordinate's square is
 //! a shift, cover the disc's bounding box with a margin of one square: about
-//! 40% fewer candidates to scan. The squares are an index of this copy only;
-//! cells still decide everything else.
+//! 40% fewer records to read. The same holds the other way round for the
+//! observers around a subject. The squares are an index of these copies
+//! only; cells still decide everything else.
 //!
-//! Grid-mode ticks with crowds rebuild the squares too: a crowd's cut-off
-//! is usually well under a cell away, and the squares within it hold about
-//! half the entities of the cells within it.
+//! Grid-mode ticks with crowds sort the entities into squares too: a
+//! crowd's cut-off is usually well under a cell away, and the squares
+//! within it hold about half the entities of the cells within it.
 //!
-//! The copy is rebuilt by a counting sort over the entity slots, read in
-//! order rather than by chasing the cell lists: `O(slots + squares)`, with
-//! the number of squares bounded when the world is built.
+//! A copy is rebuilt by a counting sort over its records, read in order
+//! rather than by chasing the cell lists: `O(records + squares)`, with the
+//! number of squares bounded when the world is built.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -24,27 +26,29 @@ use crate::config::Config;
 use crate::grid::Grid;
 use crate::scan::Packed;
 
-pub(crate) struct PackedSquares {
+/// Records sorted into the squares of a world, each placed by a position.
+pub(crate) struct Squares<T> {
     /// `log2` of a square's side, in raw units.
     shift: u32,
     x0: i64,
     y0: i64,
     cols: u32,
     rows: u32,
-    /// `start[q]..start[q + 1]` indexes square `q`'s entities (row-major).
+    /// `start[q]..start[q + 1]` indexes square `q`'s records (row-major).
     start: Vec<u32>,
     /// Counting-sort cursors, one per square.
     fill: Vec<u32>,
-    entities: Vec<Packed>,
-    /// Every live entity in slot order, with its square, before the sort.
-    walk: Vec<(u32, Packed)>,
+    records: Vec<T>,
+    /// The records in the order given, with their squares, before the sort.
+    walk: Vec<(u32, T)>,
 }
 
-impl PackedSquares {
-    /// The squares for a world, or `None` when its extent does not fit the
-    /// arithmetic (beyond `2^62` raw units on a side) or no square smaller
-    /// than a cell keeps their number within bounds.
-    pub(crate) fn new(config: &Config) -> Option<Self> {
+impl<T: Copy + Default> Squares<T> {
+    /// Squares for a world holding up to `capacity` records, or `None` when
+    /// its extent does not fit the arithmetic (beyond `2^62` raw units on a
+    /// side) or no square smaller than a cell keeps their number within
+    /// bounds.
+    pub(crate) fn new(config: &Config, capacity: u32) -> Option<Self> {
         let cell = config.cell_size.to_bits();
         let width = i128::from(cell) * i128::from(config.width_cells);
         let height = i128::from(cell) * i128::from(config.height_cells);
@@ -69,10 +73,10 @@ impl PackedSquares {
             let cols = (width + side - 1) / side;
             let rows = (height + side - 1) / side;
             if cols * rows <= budget {
-                let n = config.max_entities as usize;
+                let n = capacity as usize;
                 // cols × rows ≤ budget ≤ 2^24 + 2^23.
                 let squares = (cols * rows) as usize;
-                return Some(PackedSquares {
+                return Some(Squares {
                     shift,
                     x0,
                     y0,
@@ -80,8 +84,8 @@ impl PackedSquares {
                     rows: rows as u32,
                     start: vec![0; squares + 1],
                     fill: vec![0; squares],
-                    entities: vec![Packed::default(); n],
-                    walk: vec![(0, Packed::default()); n],
+                    records: vec![T::default(); n],
+                    walk: vec![(0, T::default()); n],
                 });
             }
             shift += 1;
@@ -105,46 +109,172 @@ impl PackedSquares {
         row * self.cols + col
     }
 
-    /// Sorts every live entity into its square; `born[slot]` is
-    /// `u64::MAX` for a vacant slot.
-    pub(crate) fn rebuild(&mut self, grid: &Grid, born: &[u64]) {
+    /// Sorts the records into their squares, each at its raw `(x, y)`.
+    /// Records beyond the capacity are dropped; callers size it for every
+    /// record there can be.
+    pub(crate) fn rebuild(&mut self, records: impl Iterator<Item = (i64, i64, T)>) {
         self.start.fill(0);
         let mut n = 0;
-        for (slot, (m, &b)) in grid.all_members().iter().zip(born).enumerate() {
-            if b == u64::MAX {
-                continue;
-            }
-            // slot < max_entities ≤ 2^22.
-            let record = Packed::of(slot as u32, m);
-            let square = self.square_of(record.x, record.y);
+        for (x, y, record) in records {
+            let square = self.square_of(x, y);
+            let Some(at) = self.walk.get_mut(n) else {
+                break;
+            };
+            *at = (square, record);
             self.start[square as usize + 1] += 1;
-            self.walk[n] = (square, record);
             n += 1;
         }
         for q in 0..self.fill.len() {
             self.start[q + 1] += self.start[q];
             self.fill[q] = self.start[q];
         }
-        for &(square, e) in &self.walk[..n] {
+        for &(square, record) in &self.walk[..n] {
             let at = self.fill[square as usize] as usize;
             self.fill[square as usize] += 1;
-            self.entities[at] = e;
+            self.records[at] = record;
         }
     }
 
-    /// The runs (one per row of squares) that hold every entity within
+    /// The columns (or rows) of `p - reach ..= p + reach` on one axis.
+    fn span(&self, p: i64, reach: i64, origin: i64, count: u32) -> (u32, u32) {
+        let (p, reach, origin) = (i128::from(p), i128::from(reach), i128::from(origin));
+        (
+            self.axis(p - reach - origin, count),
+            self.axis(p + reach - origin, count),
+        )
+    }
+
+    /// The records of squares `first..=last` of one row.
+    fn run(&self, row: u32, (first, last): (u32, u32)) -> &[T] {
+        let from = self.start[(row * self.cols + first) as usize] as usize;
+        let to = self.start[(row * self.cols + last) as usize + 1] as usize;
+        &self.records[from..to]
+    }
+
+    /// The runs (one per row of squares) that hold every record within
     /// `reach` raw units of `(x, y)` on each axis.
-    pub(crate) fn runs(&self, x: i64, y: i64, reach: i64) -> impl Iterator<Item = &[Packed]> + '_ {
-        let (x, y, reach) = (i128::from(x), i128::from(y), i128::from(reach));
-        let (x0, y0) = (i128::from(self.x0), i128::from(self.y0));
-        let first = self.axis(x - reach - x0, self.cols);
-        let last = self.axis(x + reach - x0, self.cols);
-        let top = self.axis(y - reach - y0, self.rows);
-        let bottom = self.axis(y + reach - y0, self.rows);
-        (top..=bottom).map(move |row| {
-            let from = self.start[(row * self.cols + first) as usize] as usize;
-            let to = self.start[(row * self.cols + last) as usize + 1] as usize;
-            &self.entities[from..to]
+    pub(crate) fn runs(&self, x: i64, y: i64, reach: i64) -> impl Iterator<Item = &[T]> + '_ {
+        let cols = self.span(x, reach, self.x0, self.cols);
+        let (top, bottom) = self.span(y, reach, self.y0, self.rows);
+        (top..=bottom).map(move |row| self.run(row, cols))
+    }
+
+    /// The runs that hold, once each, every record within `reach` raw units
+    /// on each axis of `a` or of `b`.
+    pub(crate) fn runs_around(
+        &self,
+        a: (i64, i64),
+        b: Option<(i64, i64)>,
+        reach: i64,
+    ) -> impl Iterator<Item = &[T]> + '_ {
+        let around = |(x, y): (i64, i64)| {
+            let rows = self.span(y, reach, self.y0, self.rows);
+            (rows, self.span(x, reach, self.x0, self.cols))
+        };
+        let a = around(a);
+        let b = b.map(around);
+        let top = b.map_or(a.0 .0, |b| b.0 .0.min(a.0 .0));
+        let bottom = b.map_or(a.0 .1, |b| b.0 .1.max(a.0 .1));
+        let cols_in = |(rows, cols): ((u32, u32), (u32, u32)), row: u32| {
+            (rows.0..=rows.1).contains(&row).then_some(cols)
+        };
+        (top..=bottom).flat_map(move |row| {
+            let (ca, cb) = (cols_in(a, row), b.and_then(|b| cols_in(b, row)));
+            let (one, two) = match (ca, cb) {
+                // Overlapping or touching: one run.
+                (Some(p), Some(q)) if q.0 <= p.1 + 1 && p.0 <= q.1 + 1 => {
+                    (Some((p.0.min(q.0), p.1.max(q.1))), None)
+                }
+                (p, q) => (p, q),
+            };
+            one.into_iter()
+                .chain(two)
+                .map(move |cols| self.run(row, cols))
         })
+    }
+}
+
+/// The copy of every entity that radius-mode rebuilds scan.
+pub(crate) type PackedSquares = Squares<Packed>;
+
+impl PackedSquares {
+    /// Sorts every live entity into its square; `born[slot]` is
+    /// `u64::MAX` for a vacant slot.
+    pub(crate) fn sort_entities(&mut self, grid: &Grid, born: &[u64]) {
+        let live = grid.all_members().iter().zip(born).enumerate();
+        self.rebuild(
+            live.filter(|(_, (_, &b))| b != u64::MAX)
+                .map(|(slot, (m, _))| {
+                    // slot < max_entities ≤ 2^22.
+                    let record = Packed::of(slot as u32, m);
+                    (record.x, record.y, record)
+                }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::mix64;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn runs_around_two_points_hold_each_record_near_either_once() {
+        let config = Config {
+            width_cells: 8,
+            height_cells: 8,
+            max_entities: 2000,
+            ..Config::default()
+        };
+        let unit = 1i64 << 16;
+        let side = 800 * unit;
+        let points: Vec<(i64, i64)> = (0..2000u64)
+            .map(|k| {
+                (
+                    (mix64(k) % 800) as i64 * unit,
+                    (mix64(k + 9999) % 800) as i64 * unit,
+                )
+            })
+            .collect();
+        let mut squares = Squares::<u32>::new(&config, 2000).expect("a small world fits");
+        squares.rebuild(
+            points
+                .iter()
+                .enumerate()
+                .map(|(k, &(x, y))| (x, y, k as u32)),
+        );
+        let reach = 60 * unit;
+        let near = |(px, py): (i64, i64), (x, y): (i64, i64)| {
+            (px - x).abs() <= reach && (py - y).abs() <= reach
+        };
+        for case in 0..200u64 {
+            let at = |k: u64| (mix64(k) % side as u64) as i64;
+            let a = (at(case), at(case + 500));
+            // Alone, overlapping, touching or apart.
+            let b = match case % 4 {
+                0 => None,
+                1 => Some((a.0 + 30 * unit, a.1 - 20 * unit)),
+                _ => Some((at(case + 1000), at(case + 1500))),
+            };
+            let mut got: Vec<u32> = squares
+                .runs_around(a, b, reach)
+                .flatten()
+                .copied()
+                .collect();
+            got.sort_unstable();
+            assert!(
+                got.windows(2).all(|w| w[0] != w[1]),
+                "case {case}: a record twice"
+            );
+            for (k, &p) in points.iter().enumerate() {
+                if near(p, a) || b.is_some_and(|b| near(p, b)) {
+                    assert!(
+                        got.binary_search(&(k as u32)).is_ok(),
+                        "case {case}: {k} missing"
+                    );
+                }
+            }
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::scan::{Candidates, Packed, Ranked, Reach};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::source::Source;
-use crate::squares::PackedSquares;
+use crate::squares::{PackedSquares, Squares};
 use crate::subject_pairs::{PairKind, SubjectPairs};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
@@ -249,9 +249,12 @@ pub struct World {
     /// Per slot: what pairing needs of an observer (stale for others).
     watchers: Vec<Watcher>,
     /// The same records by cell with their slots, valid this tick while
-    /// `use_observer_cells`.
+    /// `use_observer_copy` (grid mode, or radius mode without squares).
     observer_cells: CellSorted<(u32, Watcher)>,
-    use_observer_cells: bool,
+    /// The same records by square, in radius mode where the world allows
+    /// (then there is no copy by cells).
+    observer_squares: Option<Squares<(u32, Watcher)>>,
+    use_observer_copy: bool,
     candidates: Candidates,
     /// Crowd culling: visible candidates with their `dist²`, and those at
     /// the cut-off distance with their ids.
@@ -304,7 +307,7 @@ impl World {
         config.validate()?;
         let n = config.max_entities as usize;
         let max_ring = config.width_cells.max(config.height_cells);
-        let squares = PackedSquares::new(&config);
+        let squares = PackedSquares::new(&config, config.max_entities);
         let cells = config.width_cells * config.height_cells;
         // The copy by cells is only needed where there are no squares, or in
         // grid mode, where visibility follows cells.
@@ -318,6 +321,16 @@ impl World {
         let observer_cells = match u64::from(cells) <= 4 * u64::from(config.max_observers) {
             true => cells,
             false => 0,
+        };
+        // Radius mode copies them into squares instead, where the world
+        // allows: a subject's disc covers less of those than of cells.
+        let observer_squares = match config.visibility {
+            Visibility::Radius if observer_cells > 0 => Squares::new(&config, config.max_observers),
+            _ => None,
+        };
+        let observer_cells = match observer_squares {
+            Some(_) => 0,
+            None => observer_cells,
         };
         let mut world = World {
             config,
@@ -352,7 +365,8 @@ impl World {
             group: Vec::with_capacity(n),
             watchers: vec![Watcher::default(); n],
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
-            use_observer_cells: false,
+            observer_squares,
+            use_observer_copy: false,
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             cutoffs: vec![u128::MAX; config.max_observers as usize],
@@ -473,16 +487,25 @@ impl World {
         // The copy costs about as much as pairing a hundredth as many
         // subjects through the cell lists.
         let cells = self.config.width_cells * self.config.height_cells;
-        self.use_observer_cells = !mark_all
-            && self.observer_cells.available()
+        self.use_observer_copy = !mark_all
+            && (self.observer_cells.available() || self.observer_squares.is_some())
             && changes as u64 * 100 >= u64::from(self.observers) + u64::from(cells);
-        if self.use_observer_cells {
+        if self.use_observer_copy {
             let (grid, watchers) = (&self.grid, &self.watchers);
             let of_cell = |c| {
                 grid.observers(c)
                     .filter_map(|o| Some((o, *watchers.get(o as usize)?)))
             };
-            self.observer_cells.rebuild(of_cell);
+            match &mut self.observer_squares {
+                Some(squares) => {
+                    let all = (0..cells).flat_map(of_cell).map(|(o, w)| {
+                        let (x, y) = w.at();
+                        (x, y, (o, w))
+                    });
+                    squares.rebuild(all);
+                }
+                None => self.observer_cells.rebuild(of_cell),
+            }
         }
         if !mark_all {
             for k in 0..self.gone.len() {
@@ -513,13 +536,13 @@ impl World {
         self.grid_squares = false;
         if self.use_packed {
             match (&mut self.squares, radius) {
-                (Some(squares), true) => squares.rebuild(&self.grid, &self.born),
+                (Some(squares), true) => squares.sort_entities(&self.grid, &self.born),
                 (squares, _) => {
                     let grid = &self.grid;
                     self.packed
                         .rebuild(|c| grid.members(c).map(|(slot, m)| Packed::of(slot, m)));
                     if let Some(squares) = squares.as_mut().filter(|_| self.views.any_full()) {
-                        squares.rebuild(grid, &self.born);
+                        squares.sort_entities(grid, &self.born);
                         self.grid_squares = true;
                     }
                 }

@@ -46,6 +46,11 @@ pub(super) struct Watcher {
 }
 
 impl Watcher {
+    /// The observer's raw position.
+    pub(super) fn at(&self) -> (i64, i64) {
+        (self.x, self.y)
+    }
+
     pub(super) fn of(e: &Entity) -> Watcher {
         Watcher {
             x: e.cur.pos.x.to_bits(),
@@ -78,12 +83,31 @@ impl World {
     /// Records the pairs `subject` makes with the observers around it, and
     /// marks observers it forces to rebuild.
     pub(super) fn pair_subject(&mut self, subject: &Subject, t: u64) {
+        if self.use_observer_copy {
+            // Out of `self` while its records are paired, which needs
+            // `&mut self`; put back below.
+            if let Some(squares) = self.observer_squares.take() {
+                // Every observer's stay distance is within its ring of cells.
+                let cell = i128::from(self.config.cell_size.to_bits());
+                let reach = i128::from(self.max_ring) * cell;
+                let reach = i64::try_from(reach).unwrap_or(i64::MAX);
+                let (now, before) = ((subject.now.1, subject.now.2), subject.before);
+                let before = before.map(|(_, x, y)| (x, y));
+                for run in squares.runs_around(now, before, reach) {
+                    for (o, w) in run {
+                        self.pair_with(*o, w, subject, t);
+                    }
+                }
+                self.observer_squares = Some(squares);
+                return;
+            }
+        }
         let reach = self.max_ring;
         let now = self.grid.ring(subject.now.0, reach);
         // Observers around the old cell too, but only once.
         let before = subject.before.map(|b| self.grid.ring(b.0, reach));
         let before_rows = before.into_iter().flat_map(|b| b.rows_outside(now));
-        if self.use_observer_cells {
+        if self.use_observer_copy {
             for (first, last) in now.rows().chain(before_rows) {
                 for i in self.observer_cells.span(first, last) {
                     if let Some((o, w)) = self.observer_cells.get(i) {
