@@ -23,14 +23,16 @@ pub(crate) struct CellSorted<T> {
 
 impl<T: Copy> CellSorted<T> {
     /// Room for `records` records over `cells` cells; `cells == 0` keeps
-    /// no copy at all.
+    /// no copy at all (and reserves nothing).
     pub(crate) fn new(cells: u32, records: u32) -> Self {
+        if cells == 0 {
+            return CellSorted {
+                start: Vec::new(),
+                records: Vec::new(),
+            };
+        }
         CellSorted {
-            start: if cells == 0 {
-                Vec::new()
-            } else {
-                vec![0; cells as usize + 1]
-            },
+            start: vec![0; cells as usize + 1],
             records: Vec::with_capacity(records as usize),
         }
     }
