@@ -173,8 +173,10 @@ impl<T: Copy + Default> Squares<T> {
         };
         let a = around(a);
         let b = b.map(around);
-        let top = b.map_or(a.0 .0, |b| b.0 .0.min(a.0 .0));
-        let bottom = b.map_or(a.0 .1, |b| b.0 .1.max(a.0 .1));
+        // Rows first, then columns, each as an inclusive range.
+        let (a_rows, _) = a;
+        let top = b.map_or(a_rows.0, |(b_rows, _)| b_rows.0.min(a_rows.0));
+        let bottom = b.map_or(a_rows.1, |(b_rows, _)| b_rows.1.max(a_rows.1));
         let cols_in = |(rows, cols): ((u32, u32), (u32, u32)), row: u32| {
             (rows.0..=rows.1).contains(&row).then_some(cols)
         };
