@@ -316,21 +316,17 @@ impl World {
             _ => (cells, config.max_entities),
         };
         // Copying the observers costs a walk of every cell: worlds with more
-        // than four cells per observer keep no copy (its index is a u32 per
-        // cell).
-        let observer_cells = match u64::from(cells) <= 4 * u64::from(config.max_observers) {
-            true => cells,
-            false => 0,
-        };
-        // Radius mode copies them into squares instead, where the world
-        // allows: a subject's disc covers less of those than of cells.
+        // than four cells per observer keep no copy. Radius mode copies them
+        // into squares where the world allows (a subject's disc covers less
+        // of those than of cells), else into cells.
+        let copy_observers = u64::from(cells) <= 4 * u64::from(config.max_observers);
         let observer_squares = match config.visibility {
-            Visibility::Radius if observer_cells > 0 => Squares::new(&config, config.max_observers),
+            Visibility::Radius if copy_observers => Squares::new(&config, config.max_observers),
             _ => None,
         };
-        let observer_cells = match observer_squares {
-            Some(_) => 0,
-            None => observer_cells,
+        let observer_cells = match copy_observers && observer_squares.is_none() {
+            true => cells,
+            false => 0,
         };
         let mut world = World {
             config,
