@@ -66,20 +66,7 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
     let terminal = io::stderr().is_terminal();
     let mut next_line = Duration::ZERO;
     let report = run_bots(&opts, |p| {
-        if !terminal && p.elapsed >= next_line {
-            // Not a terminal: a plain line every five seconds.
-            next_line = p.elapsed + Duration::from_secs(5);
-            eprintln!(
-                "bots: {:.0} s {}, {}/{} connected, tick {}, {} events",
-                p.elapsed.as_secs_f64(),
-                p.phase,
-                p.connected,
-                opts.clients,
-                p.tick,
-                p.events
-            );
-        }
-        bar.set_message(format!(
+        let line = format!(
             "{:>5.1} s {:<10} {}/{} connected, tick {}, {} events",
             p.elapsed.as_secs_f64(),
             p.phase,
@@ -87,7 +74,13 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
             opts.clients,
             p.tick,
             p.events
-        ));
+        );
+        if !terminal && p.elapsed >= next_line {
+            // Not a terminal: a plain line every five seconds.
+            next_line = p.elapsed + Duration::from_secs(5);
+            eprintln!("bots: {line}");
+        }
+        bar.set_message(line);
         bar.tick();
     });
     bar.finish_and_clear();
