@@ -12,8 +12,9 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
-use core::ops::Range;
 
+/// `Default` is the empty copy (what `cells == 0` keeps).
+#[derive(Default)]
 pub(crate) struct CellSorted<T> {
     /// `start[c]..start[c + 1]` indexes cell `c`'s records; empty when the
     /// world keeps no copy.
@@ -62,21 +63,10 @@ impl<T: Copy> CellSorted<T> {
         self.start[cells] = self.records.len() as u32;
     }
 
-    /// Where the records of cells `first..=last` (one row of a ring) are,
-    /// for [`CellSorted::get`].
-    pub(crate) fn span(&self, first: u32, last: u32) -> Range<usize> {
-        let from = self.start.get(first as usize).copied().unwrap_or(0) as usize;
-        let to = self.start.get(last as usize + 1).copied().unwrap_or(0) as usize;
-        from..to
-    }
-
     /// Every record in cells `first..=last`.
     pub(crate) fn run(&self, first: u32, last: u32) -> &[T] {
-        self.records.get(self.span(first, last)).unwrap_or(&[])
-    }
-
-    /// The `i`-th record of the copy.
-    pub(crate) fn get(&self, i: usize) -> Option<T> {
-        self.records.get(i).copied()
+        let from = self.start.get(first as usize).copied().unwrap_or(0) as usize;
+        let to = self.start.get(last as usize + 1).copied().unwrap_or(0) as usize;
+        self.records.get(from..to).unwrap_or(&[])
     }
 }

@@ -108,13 +108,14 @@ impl World {
         let before = subject.before.map(|b| self.grid.ring(b.0, reach));
         let before_rows = before.into_iter().flat_map(|b| b.rows_outside(now));
         if self.use_observer_copy {
+            // Out of `self` while paired, like the squares above.
+            let cells = core::mem::take(&mut self.observer_cells);
             for (first, last) in now.rows().chain(before_rows) {
-                for i in self.observer_cells.span(first, last) {
-                    if let Some((o, w)) = self.observer_cells.get(i) {
-                        self.pair_with(o, &w, subject, t);
-                    }
+                for (o, w) in cells.run(first, last) {
+                    self.pair_with(*o, w, subject, t);
                 }
             }
+            self.observer_cells = cells;
         } else {
             self.around.clear();
             let cells = now.rows().chain(before_rows).flat_map(|(f, l)| f..=l);
