@@ -80,7 +80,9 @@
 //! per entity; a tick that needs more rebuilds every affected observer.
 //! When many subjects change, the observers' records are first copied out
 //! cell by cell (`O(observers + cells)`), so that each subject reads the
-//! observers of a row of its ring as one run.
+//! observers of a row of its ring as one run; in radius mode the copy is
+//! sorted into squares of about a third of a cell instead, and a subject
+//! reads only the squares within reach of its old and new positions.
 //!
 //! In grid mode visibility follows cells, so while no view is full, a move
 //! inside its cell is no change: only subjects that cross a cell border
