@@ -15,9 +15,16 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(fix) = parse_fix(text) {
         let printed = ExactDecimal(fix).to_string();
-        assert_eq!(parse_fix(&printed), Ok(fix), "{text:?} printed as {printed}");
+        assert_eq!(
+            parse_fix(&printed),
+            Ok(fix),
+            "{text:?} printed as {printed}"
+        );
     }
-    for (min, max) in [(0, i128::from(u64::MAX)), (i128::from(i64::MIN), i128::from(i64::MAX))] {
+    for (min, max) in [
+        (0, i128::from(u64::MAX)),
+        (i128::from(i64::MIN), i128::from(i64::MAX)),
+    ] {
         if let Ok(v) = parse_int(text, min, max) {
             assert!((min..=max).contains(&v), "{text:?} read as {v}");
         }

@@ -9,7 +9,9 @@
 use libfuzzer_sys::fuzz_target;
 use lockgrid_kernel::Config;
 use lockgrid_protocol::batch::{decode_part, encode_part};
-use lockgrid_protocol::{Client, ClientConfig, Instant, Packet, Server, ServerConfig, View, WorldParams};
+use lockgrid_protocol::{
+    Client, ClientConfig, Instant, Packet, Server, ServerConfig, View, WorldParams,
+};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(p) = Packet::decode(data) {
@@ -37,12 +39,16 @@ fuzz_target!(|data: &[u8]| {
         Err(_) => assert_eq!(view, before, "a failed decode leaves the view alone"),
     }
 
-    let mut server: Server<u8> = Server::new(ServerConfig::default(), WorldParams::from(&Config::default()))
-        .expect("default config is valid");
+    let mut server: Server<u8> = Server::new(
+        ServerConfig::default(),
+        WorldParams::from(&Config::default()),
+    )
+    .expect("default config is valid");
     server.handle_datagram(Instant::ZERO, 1, data);
     let mut out = vec![0u8; 1200];
     while let Ok(Some(_)) = server.poll_transmit(Instant::ZERO, &mut out) {}
-    let mut client = Client::new(ClientConfig::default(), 0u8, b"t", Instant::ZERO).expect("valid config");
+    let mut client =
+        Client::new(ClientConfig::default(), 0u8, b"t", Instant::ZERO).expect("valid config");
     client.handle_datagram(Instant::ZERO, 0, data);
     while client.poll_event().is_some() {}
 });
