@@ -191,6 +191,7 @@ fn main() {
         Spec::new(Kind::Teleport, 10_000),
         Spec::new(Kind::Npc, 10_000),
         Spec::new(Kind::Calm, 10_000),
+        Spec::new(Kind::Town, 10_000),
     ];
     if opts.only.is_empty() {
         if opts.quick {

@@ -48,6 +48,9 @@ pub enum Kind {
     /// 5% of the entities (drawn anew each tick) take a step; the others
     /// stand still and send no command.
     Calm,
+    /// The hotspot's crowd at rest: its layout, the calm workload's steps
+    /// (the town square on an ordinary evening).
+    Town,
 }
 
 /// One workload: a kind, a size, and a world that holds density constant
@@ -70,6 +73,7 @@ impl Spec {
             Kind::Teleport => "teleport",
             Kind::Npc => "npc",
             Kind::Calm => "calm",
+            Kind::Town => "town",
         };
         let size = if n.is_multiple_of(1000) {
             format!("{}k", n / 1000)
@@ -96,7 +100,7 @@ impl Spec {
     }
 
     fn is_hot(&self, i: u32) -> bool {
-        self.kind == Kind::Hotspot && i.is_multiple_of(5)
+        matches!(self.kind, Kind::Hotspot | Kind::Town) && i.is_multiple_of(5)
     }
 
     pub fn cells(&self) -> u32 {
@@ -184,7 +188,8 @@ impl Stream {
         }
         let step = STEP * Q;
         for i in 0..self.spec.n {
-            if self.spec.kind == Kind::Calm && !chance(&mut self.rng, 50) {
+            let calm = matches!(self.spec.kind, Kind::Calm | Kind::Town);
+            if calm && !chance(&mut self.rng, 50) {
                 continue;
             }
             let (lo, hi) = self.spec.bounds(i);
