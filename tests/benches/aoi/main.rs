@@ -35,7 +35,7 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --lockgrid-only  time only the comparable lockgrid row (for profiling the kernel)
   --ticks      timed ticks per contender, overriding the plan
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
-               uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k)
+               uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k)
   --mode       only this visibility mode";
 
 struct Options {

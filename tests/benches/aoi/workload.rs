@@ -143,8 +143,8 @@ impl Spec {
 }
 
 /// The command stream of one workload: tick 1 spawns everyone, every later
-/// tick moves everyone (in the calm workload, 5% of them). Two streams built
-/// from one spec are identical.
+/// tick moves everyone (in the calm and town workloads, 5% of them). Two
+/// streams built from one spec are identical.
 pub struct Stream {
     spec: Spec,
     rng: Rng,
