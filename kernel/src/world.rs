@@ -1047,12 +1047,8 @@ impl World {
                 // prior id if the slot churned), while entered subjects
                 // remain to be placed, and for an Update.
                 if !kept {
-                    let id = ids.old(s);
-                    sink.event(Event::Leave {
-                        observer,
-                        subject: id,
-                    });
-                    sums.remove_pair(observer, id);
+                    let subject = ids.old(s);
+                    change_view(sink, sums, Event::Leave { observer, subject });
                     leaves += 1;
                     continue;
                 }
@@ -1076,8 +1072,8 @@ impl World {
         let mut events = leaves;
         for &(id, s) in &self.entered {
             self.marks.clear(s);
-            sink.event(self.enter(observer, id, s));
-            self.sums.add_pair(observer, id);
+            let enter = self.enter(observer, id, s);
+            change_view(sink, &mut self.sums, enter);
             events += 1;
         }
         for &(subject, s) in &self.updates {
@@ -1170,6 +1166,20 @@ impl World {
             }
         }
     }
+}
+
+/// Sends a view's Leave or Enter and keeps the digest's sum of view pairs
+/// in step with it, so that no view changes without its digest term.
+#[inline(always)]
+fn change_view<S: EventSink>(sink: &mut S, sums: &mut DigestSums, event: Event) {
+    match event {
+        Event::Enter {
+            observer, subject, ..
+        } => sums.add_pair(observer, subject),
+        Event::Leave { observer, subject } => sums.remove_pair(observer, subject),
+        _ => {}
+    }
+    sink.event(event);
 }
 
 /// Restore support: rebuilding internal structures from canonical state.

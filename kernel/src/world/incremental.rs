@@ -14,7 +14,7 @@
 //! is full (it may be culled to `max_view`, so a change anywhere in range
 //! can swap who is kept) is rebuilt instead.
 
-use super::{Entity, World};
+use super::{change_view, Entity, World};
 use crate::config::Visibility;
 use crate::event::{Event, EventSink};
 use crate::scan::{dist2_raw, radius_rule};
@@ -222,13 +222,12 @@ impl World {
         for &(kind, subject, s) in &self.group {
             match kind {
                 PairKind::Leave => {
-                    sink.event(Event::Leave { observer, subject });
-                    self.sums.remove_pair(observer, subject);
+                    change_view(sink, &mut self.sums, Event::Leave { observer, subject });
                     changes += 1;
                 }
                 PairKind::Enter => {
-                    sink.event(self.enter(observer, subject, s));
-                    self.sums.add_pair(observer, subject);
+                    let enter = self.enter(observer, subject, s);
+                    change_view(sink, &mut self.sums, enter);
                     changes += 1;
                 }
                 // Resolved pairs are Leaves, Enters and Updates only.
