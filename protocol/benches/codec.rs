@@ -15,22 +15,10 @@ use lockgrid_kernel::{Command, Config, Event, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::batch::{decode_part, encode_part};
 use lockgrid_protocol::View;
 
-/// splitmix64, seeded: the same walk on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo) as u64 + 1)) as i64
-    }
-}
+// The tests' seeded splitmix64: the same walk on every run.
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::Rng;
 
 /// One observer's events of one tick.
 struct Batch {
@@ -49,9 +37,9 @@ fn record(entities: u64, ticks: usize) -> (Vec<Batch>, Vec<Vec<Batch>>) {
     };
     let extent = i64::from(config.width_cells) * config.cell_size.to_bits();
     let mut world = World::new(config).expect("bench config is valid");
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let mut pos: Vec<(i64, i64)> = (0..entities)
-        .map(|_| (rng.range(0, extent - 1), rng.range(0, extent - 1)))
+        .map(|_| (rng.range_i64(0, extent - 1), rng.range_i64(0, extent - 1)))
         .collect();
     let spawns: Vec<Command> = pos
         .iter()
@@ -77,12 +65,12 @@ fn record(entities: u64, ticks: usize) -> (Vec<Batch>, Vec<Vec<Batch>>) {
                 .enumerate()
                 .map(|(i, p)| {
                     // A uniform step of up to 2 units per axis, a uniform heading.
-                    p.0 = (p.0 + rng.range(-2 << 16, 2 << 16)).clamp(0, extent - 1);
-                    p.1 = (p.1 + rng.range(-2 << 16, 2 << 16)).clamp(0, extent - 1);
+                    p.0 = (p.0 + rng.range_i64(-2 << 16, 2 << 16)).clamp(0, extent - 1);
+                    p.1 = (p.1 + rng.range_i64(-2 << 16, 2 << 16)).clamp(0, extent - 1);
                     Command::Move(Move {
                         id: i as u64 + 1,
                         pos: Pos::new(Fix::from_bits(p.0), Fix::from_bits(p.1)),
-                        dir: rng.next() as u16,
+                        dir: rng.next_u64() as u16,
                         speed: Fix::from_num(2),
                     })
                 })
