@@ -16,3 +16,14 @@ pub fn cases(cases: u32) -> proptest::test_runner::Config {
         .unwrap_or(cases);
     proptest::test_runner::Config::with_cases(cases)
 }
+
+/// The scenario fixtures (`tests/scenarios/*.json`), sorted by path.
+pub fn scenario_fixtures() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a readable fixture folder").path())
+        .collect();
+    paths.sort();
+    paths
+}

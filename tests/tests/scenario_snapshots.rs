@@ -79,9 +79,7 @@ fn fixtures_agree_with_the_oracle() {
 
 #[test]
 fn every_fixture_is_listed() {
-    let dir = format!("{}/scenarios", env!("CARGO_MANIFEST_DIR"));
-    for entry in std::fs::read_dir(&dir).expect("the fixture folder exists") {
-        let path = entry.expect("readable").path();
+    for path in lockgrid_tests::scenario_fixtures() {
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())

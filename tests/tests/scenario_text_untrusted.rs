@@ -6,22 +6,22 @@
 //! The cargo-fuzz targets `scenario` and `decimal` explore the same
 //! properties without bounds; these runs are the ones CI executes.
 
+use std::sync::OnceLock;
+
 use lockgrid_host::decimal::{parse_fix, parse_int, ExactDecimal};
 use lockgrid_host::scenario::Scenario;
 use proptest::prelude::*;
 
-/// The fixtures, as text: edits of them keep most of a scenario's shape.
-fn fixtures() -> Vec<String> {
-    let dir = format!("{}/scenarios", env!("CARGO_MANIFEST_DIR"));
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("scenario fixtures")
-        .map(|e| e.expect("directory entry").path())
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| std::fs::read_to_string(p).expect("fixture text"))
-        .collect()
+/// The fixtures, as text, read once: edits of them keep most of a
+/// scenario's shape.
+fn fixtures() -> &'static [String] {
+    static TEXTS: OnceLock<Vec<String>> = OnceLock::new();
+    TEXTS.get_or_init(|| {
+        lockgrid_tests::scenario_fixtures()
+            .iter()
+            .map(|p| std::fs::read_to_string(p).expect("fixture text"))
+            .collect()
+    })
 }
 
 /// Reads `text`; checks the error is one line, or that it round-trips.
@@ -237,7 +237,7 @@ proptest! {
 #[test]
 fn every_fixture_reads_and_round_trips() {
     for text in fixtures() {
-        assert!(Scenario::from_json_str(&text).is_ok());
-        read_or_refuse(&text).expect("fixture round-trips");
+        assert!(Scenario::from_json_str(text).is_ok());
+        read_or_refuse(text).expect("fixture round-trips");
     }
 }
