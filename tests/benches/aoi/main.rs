@@ -246,7 +246,9 @@ struct Line {
     /// The fastest agreeing peer's median (ms) and name.
     fastest: Option<(f64, String)>,
     ns_per_pair: f64,
+    /// The floor's ns per pair, and the visible pairs it was measured over.
     floor: f64,
+    pairs: u64,
 }
 
 /// Figures the closing summary compares against the targets.
@@ -294,14 +296,13 @@ impl Summary {
                 self.line("uniform-10k", mode),
                 self.line("uniform-100k", mode),
             ) {
-                // The floor's tick: its ns/pair over the same visible pairs.
-                let floor_ms = |l: &Line| l.lockgrid_ms * l.floor / l.ns_per_pair;
+                let floor_ns = |l: &Line| l.floor * l.pairs as f64;
                 println!(
                     "- growth 10k → 100k, {}: tick time × {:.1} for 10× the entities \
                      (linear is × 10); the floor's pass over the same pairs grows × {:.1}",
                     mode_name(mode),
                     b.lockgrid_ms / a.lockgrid_ms,
-                    floor_ms(b) / floor_ms(a)
+                    floor_ns(b) / floor_ns(a)
                 );
             }
         }
@@ -515,6 +516,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         fastest,
         ns_per_pair: lg_ns,
         floor,
+        pairs,
     });
 }
 
