@@ -147,6 +147,7 @@ mod event;
 mod fixed_point;
 mod grid;
 mod id_index;
+mod margin;
 mod packed;
 mod scan;
 mod slot_bits;

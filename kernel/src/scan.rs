@@ -10,6 +10,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::grid::Member;
+use crate::margin::Key;
 use crate::view_marks::ViewMarks;
 
 /// What the scan reads of one entity: one record, so a run of them is one
@@ -234,6 +235,76 @@ impl Ranked {
             nearest(&mut self.far[..self.len], max_view, id_of, ties, out)
         }
     }
+}
+
+impl Ranked {
+    /// The ranked candidates whose place in key order `(dist², id)` is in
+    /// `from..to`, in that order, into `out` (which has room for them), as
+    /// far as their `dist²` fits a [`Key`]. Returns the key up to which
+    /// `out` lists every ranked candidate from place `from` on: its last
+    /// key, or everything within the ranking's bound where the ranking ends
+    /// before `to`.
+    pub(crate) fn places(
+        &mut self,
+        near: bool,
+        (from, to): (usize, usize),
+        id_of: impl Fn(u32) -> u64,
+        out: &mut Vec<(Key, u32)>,
+    ) -> Key {
+        out.clear();
+        let all = if near {
+            places(&mut self.near[..self.len], (from, to), &id_of, out)
+        } else {
+            places(&mut self.far[..self.len], (from, to), &id_of, out)
+        };
+        match (out.last(), all) {
+            (Some(&(last, _)), false) => last,
+            _ => Key {
+                dist2: u64::try_from(self.within).unwrap_or(u64::MAX),
+                id: u64::MAX,
+            },
+        }
+    }
+}
+
+/// See [`Ranked::places`]; returns whether `out` holds every ranked
+/// candidate from place `from` on.
+fn places<K: Ord + Copy + Into<u128>>(
+    ranked: &mut [(K, u32)],
+    (from, to): (usize, usize),
+    id_of: &impl Fn(u32) -> u64,
+    out: &mut Vec<(Key, u32)>,
+) -> bool {
+    // Ids break ties only: most comparisons never look one up.
+    let by_key =
+        |a: &(K, u32), b: &(K, u32)| a.0.cmp(&b.0).then_with(|| id_of(a.1).cmp(&id_of(b.1)));
+    if from >= ranked.len() {
+        return true;
+    }
+    ranked.select_nth_unstable_by(from, by_key);
+    let rest = &mut ranked[from..];
+    let n = (to - from).min(rest.len());
+    if n < rest.len() {
+        rest.select_nth_unstable_by(n, by_key);
+    }
+    let listed = &mut rest[..n];
+    listed.sort_unstable_by(by_key);
+    for &(dist2, s) in listed.iter() {
+        let Ok(dist2) = u64::try_from(dist2.into()) else {
+            return false;
+        };
+        if out.len() == out.capacity() {
+            return false;
+        }
+        out.push((
+            Key {
+                dist2,
+                id: id_of(s),
+            },
+            s,
+        ));
+    }
+    n == rest.len()
 }
 
 fn nearest<K: Ord + Copy>(

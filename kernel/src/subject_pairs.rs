@@ -30,16 +30,20 @@ pub(crate) enum PairKind {
     UnsureOut = 4,
     /// …or still in the band (visible now exactly if it was) and due.
     UnsureBand = 5,
+    /// The observer's view is culled and has a margin, which says whether
+    /// the subject was and is kept (see `margin.rs`).
+    Culled = 6,
 }
 
 impl PairKind {
-    const ALL: [PairKind; 6] = [
+    const ALL: [PairKind; 7] = [
         PairKind::Leave,
         PairKind::Enter,
         PairKind::Update,
         PairKind::UnsureIn,
         PairKind::UnsureOut,
         PairKind::UnsureBand,
+        PairKind::Culled,
     ];
 
     /// Resolves an unsure pair by asking the view whether the subject `was`

@@ -12,6 +12,7 @@ use crate::event::{Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
+use crate::margin::{Key, Margins, SIDE};
 use crate::packed::CellSorted;
 use crate::scan::{Candidates, Packed, Ranked, Reach};
 use crate::slot_bits::SlotBits;
@@ -23,6 +24,7 @@ use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 use crate::view_marks::ViewMarks;
 
+mod culled;
 mod incremental;
 use incremental::{Subject, Watcher};
 
@@ -265,6 +267,15 @@ pub struct World {
     /// come out the same whatever it holds, so it is no part of the state:
     /// snapshots leave it out and a restored world starts without guesses.
     cutoffs: Vec<u128>,
+    /// Per view: its margin around the cut-off, while its crowd stands
+    /// still enough for one to pay (see `margin.rs`). Like the guesses, no
+    /// part of the state.
+    margins: Margins,
+    /// Whether rebuilt crowds keep a margin: in calm ticks only, since
+    /// where everything moves every view is rebuilt anyway.
+    keep_margins: bool,
+    /// A rebuilt crowd's candidates around its cut-off, in key order.
+    margin_keys: Vec<(Key, u32)>,
     /// Valid for the current tick when every observer is being rebuilt:
     /// by squares in radius mode where the world allows, else by cells.
     packed: CellSorted<Packed>,
@@ -366,6 +377,9 @@ impl World {
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             cutoffs: vec![u128::MAX; config.max_observers as usize],
+            margins: Margins::new(config.max_observers, config.max_entities),
+            keep_margins: false,
+            margin_keys: Vec::with_capacity(2 * SIDE),
             ties: Vec::with_capacity(n),
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
@@ -515,6 +529,7 @@ impl World {
         // Observers not rebuilt apply their subjects' pairs; when those did
         // not all fit, every affected observer is rebuilt instead.
         let update_some = !mark_all && !self.pairs.overflowed();
+        self.keep_margins = !mark_all;
         if update_some {
             self.pairs.group();
         } else {
@@ -790,6 +805,7 @@ impl World {
                 self.sums.remove_pair(e.id, subject);
             }
             self.views.release(e.view);
+            self.margins.clear(e.view);
             self.release_ring(e.ring);
             self.by_id_clean = false;
             self.observers -= 1;
@@ -860,6 +876,7 @@ impl World {
             };
             let subject = Subject {
                 slot,
+                id: e.id,
                 layers: e.layers,
                 now: at(e.cell, e.cur.pos),
                 before,
@@ -1011,6 +1028,9 @@ impl World {
             {
                 self.cutoffs[view as usize] = cutoff;
             }
+            self.keep_margin(view, &reach);
+        } else {
+            self.margins.clear(view);
         }
         self.entered.clear();
         for &s in self.candidates.as_slice() {

@@ -15,6 +15,7 @@
 //! can swap who is kept) is rebuilt instead.
 
 use super::{change_view, Entity, World};
+use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::event::{Event, EventSink};
 use crate::scan::{dist2_raw, radius_rule};
@@ -35,13 +36,13 @@ enum Zone {
 /// record spans three, since every subject pairs with hundreds of them.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Watcher {
-    x: i64,
-    y: i64,
-    enter2: u128,
+    pub(super) x: i64,
+    pub(super) y: i64,
+    pub(super) enter2: u128,
     stay2: u128,
-    interest: u32,
-    cell: u32,
-    ring: u32,
+    pub(super) interest: u32,
+    pub(super) cell: u32,
+    pub(super) ring: u32,
     view: u32,
 }
 
@@ -68,6 +69,7 @@ impl Watcher {
 /// A changed or due subject, as the observers around it need it.
 pub(super) struct Subject {
     pub(super) slot: u32,
+    pub(super) id: EntityId,
     pub(super) layers: u32,
     /// Cell and raw position now.
     pub(super) now: (u32, i64, i64),
@@ -134,6 +136,14 @@ impl World {
         if o == subject.slot {
             return;
         }
+        if let Some(bounds) = self.margins.bounds(w.view) {
+            // A culled view with a margin: that knows who is kept.
+            if let Some(kind) = self.culled_kind(bounds, w, subject) {
+                self.mark_affected(o, t);
+                self.pairs.push(o, subject.slot, kind);
+            }
+            return;
+        }
         let (was, now) = self.zones(w, subject);
         let mut kind = pair_kind(was, now, subject.due);
         if (was, now) != (Zone::Out, Zone::Out)
@@ -191,7 +201,10 @@ impl World {
     pub(super) fn update_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
         let max_view = self.config.max_view as usize;
         let o = &self.entities[slot as usize];
-        let (observer, view) = (o.id, o.view);
+        let view = o.view;
+        if self.margins.bounds(view).is_some() {
+            return self.update_culled_view(slot, sink);
+        }
         let old = self.views.slots(view);
         let ids = &self.ids;
 
@@ -200,6 +213,10 @@ impl World {
         let mut grows = 0isize;
         for &word in self.pairs.of(slot) {
             let (s, kind) = unpack(word);
+            if kind == PairKind::Culled {
+                // Recorded against a margin the view no longer has.
+                return self.rebuild_view(slot, sink);
+            }
             let id = ids.id(s);
             let was = || ids.search(old, id).is_ok();
             let Some(kind) = kind.resolve(was, self.due.get(s)) else {
@@ -216,6 +233,15 @@ impl World {
             // Culling needed after all: rebuild from scratch.
             return self.rebuild_view(slot, sink);
         }
+        self.apply_group(slot, sink)
+    }
+
+    /// Sends the events of `group`, the observer's resolved pairs, in
+    /// contract order and splices its view to match. Returns the event
+    /// count.
+    pub(super) fn apply_group<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
+        let o = &self.entities[slot as usize];
+        let (observer, view) = (o.id, o.view);
         self.group.sort_unstable();
 
         let mut changes = 0;

@@ -1,0 +1,355 @@
+//! Margins of culled views: the candidates just inside and just outside a
+//! full view's cut-off, kept in order, so that a calm tick can settle who
+//! is kept without ranking the crowd again.
+//!
+//! A view culled to `max_view` keeps the candidates with the smallest keys
+//! `(dist², id)`. Its margin lists, in key order, every candidate whose key
+//! lies in a closed interval `[lo, hi]` around the cut-off, each marked
+//! whether it is kept; `core` counts the candidates below `lo`, all kept.
+//! The view is then the core and the first `max_view − core` of the
+//! margin. While the observer stands still, a subject that moves changes
+//! only its own key: it leaves one of the three regions (core, margin,
+//! beyond) and joins one, and the view is read off the margin again. That
+//! works until the core alone holds more than `max_view` or the margin runs
+//! out of candidates to fill the view; then the caller ranks the crowd
+//! again, which sets a fresh margin.
+//!
+//! Like the cut-off guesses, margins are no part of the state: views come
+//! out the same with or without them, and a restored world starts without.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// A candidate's place in a view's order: nearer first, ties by id.
+/// Margins only hold `dist²` below 2^64 (raw units: 65 536 units apart),
+/// which keeps an entry in 24 bytes; any farther candidate is beyond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Key {
+    pub(crate) dist2: u64,
+    pub(crate) id: u64,
+}
+
+/// Where a key falls against a view's margin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Region {
+    /// Below the margin: kept.
+    Core,
+    /// In the margin: kept if among its first `max_view − core`.
+    Margin,
+    /// Above the margin, or not a candidate at all: not kept.
+    Beyond,
+}
+
+/// Where [`Margins::shift`] put a subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placed {
+    Kept,
+    Dropped,
+    /// In the margin: kept or not once [`Margins::settle`] has counted.
+    Margin,
+}
+
+/// The bounds of one view's margin.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    lo: Key,
+    hi: Key,
+}
+
+impl Bounds {
+    /// Where `key` falls; `None` (not a candidate) is beyond.
+    pub(crate) fn region(&self, key: Option<Key>) -> Region {
+        match key {
+            Some(k) if k < self.lo => Region::Core,
+            Some(k) if k <= self.hi => Region::Margin,
+            _ => Region::Beyond,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    bounds: Bounds,
+    core: u32,
+    len: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: Key,
+    slot: u32,
+    /// Kept at the end of last tick.
+    was: bool,
+    /// Moved (or is due) this tick, so its caller decides its event.
+    moved: bool,
+}
+
+/// Per view, its margin while it has one. Room is fixed at construction.
+pub(crate) struct Margins {
+    heads: Vec<Option<Head>>,
+    /// `WIDTH` entries per view, the first `len` in use.
+    entries: Vec<Entry>,
+    /// The margin being updated, with room for every entity moving into it.
+    open: Option<Head>,
+    scratch: Vec<Entry>,
+    quota: usize,
+}
+
+/// Room per view: up to `SIDE` candidates on each side of the cut-off.
+pub(crate) const SIDE: usize = 12;
+const WIDTH: usize = 2 * SIDE;
+
+const EMPTY: Entry = Entry {
+    key: Key { dist2: 0, id: 0 },
+    slot: 0,
+    was: false,
+    moved: false,
+};
+
+impl Margins {
+    pub(crate) fn new(views: u32, max_entities: u32) -> Self {
+        Margins {
+            heads: vec![None; views as usize],
+            entries: vec![EMPTY; views as usize * WIDTH],
+            open: None,
+            scratch: Vec::with_capacity(WIDTH + max_entities as usize),
+            quota: 0,
+        }
+    }
+
+    /// The bounds of `view`'s margin, if it has one.
+    pub(crate) fn bounds(&self, view: u32) -> Option<Bounds> {
+        self.heads.get(view as usize)?.map(|h| h.bounds)
+    }
+
+    pub(crate) fn clear(&mut self, view: u32) {
+        if let Some(head) = self.heads.get_mut(view as usize) {
+            *head = None;
+        }
+    }
+
+    /// Sets `view`'s margin: `core` candidates below the first of `listed`
+    /// (every one kept), then `listed` in key order, which must be every
+    /// candidate up to `hi`. The first `kept` of them are kept. Does
+    /// nothing but clear the margin if that does not fit.
+    pub(crate) fn set(
+        &mut self,
+        view: u32,
+        core: u32,
+        listed: &[(Key, u32)],
+        kept: usize,
+        hi: Key,
+    ) {
+        self.clear(view);
+        let (Some(&(lo, _)), true) = (
+            listed.first(),
+            listed.len() <= WIDTH && kept <= listed.len(),
+        ) else {
+            return;
+        };
+        let Some(out) = self.view_entries_mut(view) else {
+            return;
+        };
+        for (k, (at, &(key, slot))) in out.iter_mut().zip(listed).enumerate() {
+            *at = Entry {
+                key,
+                slot,
+                was: k < kept,
+                moved: false,
+            };
+        }
+        self.heads[view as usize] = Some(Head {
+            bounds: Bounds { lo, hi },
+            core,
+            len: listed.len() as u32,
+        });
+    }
+
+    fn view_entries_mut(&mut self, view: u32) -> Option<&mut [Entry]> {
+        let at = view as usize * WIDTH;
+        self.entries.get_mut(at..at + WIDTH)
+    }
+
+    /// Opens `view`'s margin for this tick's moves; `false` if it has none.
+    pub(crate) fn begin(&mut self, view: u32) -> bool {
+        self.scratch.clear();
+        self.open = self.heads.get(view as usize).copied().flatten();
+        let Some(head) = self.open else {
+            return false;
+        };
+        let at = view as usize * WIDTH;
+        let listed = self.entries.get(at..at + head.len as usize).unwrap_or(&[]);
+        self.scratch.extend_from_slice(listed);
+        true
+    }
+
+    /// Moves `slot` from key `old` to key `new` (`None`: not a candidate)
+    /// in the open margin. Returns whether it was kept and where it is
+    /// now; `None` if the margin cannot account for it (the caller ranks
+    /// again).
+    pub(crate) fn shift(
+        &mut self,
+        slot: u32,
+        old: Option<Key>,
+        new: Option<Key>,
+    ) -> Option<(bool, Placed)> {
+        let head = self.open.as_mut()?;
+        let was = match head.bounds.region(old) {
+            Region::Core => {
+                head.core = head.core.checked_sub(1)?;
+                true
+            }
+            Region::Margin => {
+                let at = self.scratch.iter().position(|e| e.slot == slot)?;
+                self.scratch.remove(at).was
+            }
+            Region::Beyond => false,
+        };
+        let placed = match head.bounds.region(new) {
+            Region::Core => {
+                head.core += 1;
+                Placed::Kept
+            }
+            Region::Beyond => Placed::Dropped,
+            Region::Margin => {
+                let key = new?;
+                if self.scratch.len() == self.scratch.capacity() {
+                    return None;
+                }
+                let at = self.scratch.partition_point(|e| e.key < key);
+                let moved = true;
+                self.scratch.insert(
+                    at,
+                    Entry {
+                        key,
+                        slot,
+                        was,
+                        moved,
+                    },
+                );
+                Placed::Margin
+            }
+        };
+        Some((was, placed))
+    }
+
+    /// Counts who is kept once every move is in: the first `max_view −
+    /// core` of the margin. `false` if the margin cannot fill the view that
+    /// way, or would keep more than it has room for.
+    pub(crate) fn settle(&mut self, max_view: usize) -> bool {
+        let Some(head) = self.open else {
+            return false;
+        };
+        let Some(quota) = max_view.checked_sub(head.core as usize) else {
+            return false;
+        };
+        if quota > self.scratch.len().min(WIDTH) {
+            return false;
+        }
+        self.quota = quota;
+        true
+    }
+
+    /// After [`Margins::settle`]: every entry of the open margin as
+    /// `(slot, kept before, kept now, moved)`.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u32, bool, bool, bool)> + '_ {
+        let quota = self.quota;
+        let each = move |(k, e): (usize, &Entry)| (e.slot, e.was, k < quota, e.moved);
+        self.scratch.iter().enumerate().map(each)
+    }
+
+    /// Stores the settled margin as `view`'s. Where more moved into it than
+    /// it has room for, it keeps the nearest, and ends at the last of them.
+    pub(crate) fn commit(&mut self, view: u32) {
+        let (Some(mut head), quota) = (self.open.take(), self.quota) else {
+            return;
+        };
+        if self.scratch.len() > WIDTH {
+            self.scratch.truncate(WIDTH);
+            if let Some(last) = self.scratch.last() {
+                head.bounds.hi = last.key;
+            }
+        }
+        let len = self.scratch.len();
+        let at = view as usize * WIDTH;
+        let Some(out) = self.entries.get_mut(at..at + WIDTH) else {
+            return;
+        };
+        for (k, (at, e)) in out.iter_mut().zip(&self.scratch).enumerate() {
+            *at = Entry {
+                was: k < quota,
+                moved: false,
+                ..*e
+            };
+        }
+        self.heads[view as usize] = Some(Head {
+            len: len as u32,
+            ..head
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(dist2: u64, id: u64) -> Key {
+        Key { dist2, id }
+    }
+
+    #[test]
+    fn regions_are_closed_around_the_margin() {
+        let b = Bounds {
+            lo: key(10, 5),
+            hi: key(20, 5),
+        };
+        assert_eq!(b.region(Some(key(10, 4))), Region::Core);
+        assert_eq!(b.region(Some(key(10, 5))), Region::Margin);
+        assert_eq!(b.region(Some(key(20, 5))), Region::Margin);
+        assert_eq!(b.region(Some(key(20, 6))), Region::Beyond);
+        assert_eq!(b.region(None), Region::Beyond);
+    }
+
+    #[test]
+    fn moves_trade_places_until_the_margin_runs_out() {
+        let mut m = Margins::new(1, 16);
+        // Core of 2; margin keys 10, 11, 12, 13 in slots 0..4; 2 of them
+        // kept, so max_view = 4.
+        let listed: Vec<_> = (0..4).map(|s| (key(10 + u64::from(s), 0), s)).collect();
+        m.set(0, 2, &listed, 2, key(13, u64::MAX));
+        assert!(m.begin(0));
+        // Slot 1 (kept) moves out beyond; slot 9 comes from beyond to 12.5.
+        assert_eq!(
+            m.shift(1, Some(key(11, 0)), None),
+            Some((true, Placed::Dropped))
+        );
+        assert_eq!(
+            m.shift(9, None, Some(key(12, 1))),
+            Some((false, Placed::Margin))
+        );
+        assert!(m.settle(4));
+        let kept: Vec<_> = m.entries().map(|(s, was, now, _)| (s, was, now)).collect();
+        // Slot 2 moves up into the view; 9 stays out.
+        assert_eq!(
+            kept,
+            [
+                (0, true, true),
+                (2, false, true),
+                (9, false, false),
+                (3, false, false)
+            ]
+        );
+        m.commit(0);
+        // Every margin entry moves beyond: nothing is left to fill the view.
+        assert!(m.begin(0));
+        for (s, k) in [
+            (0, key(10, 0)),
+            (2, key(12, 0)),
+            (9, key(12, 1)),
+            (3, key(13, 0)),
+        ] {
+            assert!(m.shift(s, Some(k), None).is_some());
+        }
+        assert!(!m.settle(4), "an emptied margin cannot fill the view");
+    }
+}

@@ -1,0 +1,169 @@
+//! Culled views updated from their margins instead of ranked again.
+//!
+//! A full view may be culled to `max_view`: then who is kept depends on
+//! everyone in range, and without more to go on any move near it means
+//! ranking its crowd again. A crowd at rest (a town square) is where that
+//! hurts: a few steps a tick anywhere in it re-rank every view in it. A
+//! view ranked in a calm tick therefore keeps a margin (see `margin.rs`):
+//! the candidates just inside and just outside its cut-off. A moved subject
+//! that stays below the margin only needs its Update; one that stays above
+//! it changes nothing; any other goes through the margin, which says who is
+//! kept afterwards. The observer itself moving, a despawn near it, or a
+//! margin that runs out still rebuild the view, which sets a new margin.
+
+use super::{Watcher, World};
+use crate::command::EntityId;
+use crate::config::Visibility;
+use crate::event::EventSink;
+use crate::margin::{Bounds, Key, Placed, Region, SIDE};
+use crate::scan::{dist2_raw, Reach};
+use crate::subject_pairs::{unpack, PairKind};
+
+use super::incremental::Subject;
+
+impl World {
+    /// After a crowd was ranked and culled in `view`: keeps its margin
+    /// while ticks are calm, else drops any it had.
+    pub(super) fn keep_margin(&mut self, view: u32, reach: &Reach) {
+        self.margins.clear(view);
+        let max_view = self.config.max_view as usize;
+        if !self.keep_margins || max_view == 0 || self.ranked.len() < max_view {
+            return;
+        }
+        let side = SIDE.min(max_view);
+        let core = max_view - side;
+        let ids = &self.ids;
+        let places = (core, max_view + SIDE);
+        let id_of = |s: u32| ids.id(s);
+        let mut hi = self
+            .ranked
+            .places(reach.near, places, id_of, &mut self.margin_keys);
+        // In radius mode a margin holds nothing beyond the enter distance,
+        // so hysteresis never decides who is in it.
+        if let Some((enter2, _)) = reach.radius {
+            hi = hi.min(Key {
+                dist2: u64::try_from(enter2).unwrap_or(u64::MAX),
+                id: EntityId::MAX,
+            });
+        }
+        let listed = self.margin_keys.partition_point(|&(k, _)| k <= hi);
+        let listed = &self.margin_keys[..listed];
+        self.margins.set(view, core as u32, listed, side, hi);
+    }
+
+    /// The pair a subject makes with an observer whose culled view has a
+    /// margin with `bounds`: an Update where it stays kept below the
+    /// margin, nothing where it stays beyond it, else one for the margin
+    /// to settle.
+    pub(super) fn culled_kind(
+        &self,
+        bounds: Bounds,
+        w: &Watcher,
+        subject: &Subject,
+    ) -> Option<PairKind> {
+        let key = |at| self.culled_key(w, subject.layers, subject.id, at);
+        let now = bounds.region(key(subject.now));
+        let was = match subject.moved {
+            true => bounds.region(subject.before.and_then(key)),
+            false => now,
+        };
+        match (was, now) {
+            (Region::Core, Region::Core) => subject.due.then_some(PairKind::Update),
+            (Region::Beyond, Region::Beyond) => None,
+            _ => Some(PairKind::Culled),
+        }
+    }
+
+    /// A subject's key in the view of observer `w` from cell and raw
+    /// position `at`, or `None` where it is no candidate or beyond any
+    /// margin. Hysteresis plays no part: margins end at the enter distance.
+    fn culled_key(
+        &self,
+        w: &Watcher,
+        layers: u32,
+        id: EntityId,
+        at: (u32, i64, i64),
+    ) -> Option<Key> {
+        let (cell, x, y) = at;
+        if layers & w.interest == 0 {
+            return None;
+        }
+        let dist2 = dist2_raw(x, y, w.x, w.y);
+        let seen = match self.config.visibility {
+            Visibility::Grid => self.grid.cell_distance(w.cell, cell) <= w.ring,
+            Visibility::Radius => dist2 <= w.enter2,
+        };
+        // Too far for a key is beyond any margin.
+        let dist2 = u64::try_from(dist2).ok().filter(|_| seen)?;
+        Some(Key { dist2, id })
+    }
+
+    /// The keys a paired subject had at the end of last tick and has now.
+    fn culled_keys(&self, w: &Watcher, slot: u32, id: EntityId) -> (Option<Key>, Option<Key>) {
+        let e = &self.entities[slot as usize];
+        let at = |p: crate::fixed_point::Pos| {
+            let cell = self.cell_index(p)?;
+            self.culled_key(w, e.layers, id, (cell, p.x.to_bits(), p.y.to_bits()))
+        };
+        let fresh = self.born[slot as usize] == self.tick + 1;
+        let before = if fresh { None } else { at(e.prev.pos) };
+        (before, at(e.cur.pos))
+    }
+
+    /// Applies a culled view's pairs through its margin and emits their
+    /// events in contract order; ranks the crowd again where the margin
+    /// cannot tell. Returns the event count.
+    pub(super) fn update_culled_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
+        let view = self.entities[slot as usize].view;
+        let w = self.watchers[slot as usize];
+        if !self.margins.begin(view) {
+            return self.rebuild_view(slot, sink);
+        }
+        self.group.clear();
+        for k in 0..self.pairs.of(slot).len() {
+            let (s, kind) = unpack(self.pairs.of(slot)[k]);
+            let id = self.ids.id(s);
+            let shifted = match kind {
+                PairKind::Update => Some((true, Placed::Kept)),
+                PairKind::Culled => {
+                    let (old, new) = self.culled_keys(&w, s, id);
+                    self.margins.shift(s, old, new)
+                }
+                _ => None,
+            };
+            let now = match shifted {
+                Some((_, Placed::Margin)) => continue,
+                Some((was, placed)) => (was, placed == Placed::Kept),
+                None => {
+                    self.margins.clear(view);
+                    return self.rebuild_view(slot, sink);
+                }
+            };
+            if let Some(kind) = event_kind(now.0, now.1, self.due.get(s)) {
+                self.group.push((kind, id, s));
+            }
+        }
+        if !self.margins.settle(self.config.max_view as usize) {
+            self.margins.clear(view);
+            return self.rebuild_view(slot, sink);
+        }
+        let (ids, due, group) = (&self.ids, &self.due, &mut self.group);
+        for (s, was, now, moved) in self.margins.entries() {
+            if let Some(kind) = event_kind(was, now, moved && due.get(s)) {
+                group.push((kind, ids.id(s), s));
+            }
+        }
+        self.margins.commit(view);
+        self.apply_group(slot, sink)
+    }
+}
+
+/// The event of a subject kept `was` and `now`, due an update or not.
+fn event_kind(was: bool, now: bool, due: bool) -> Option<PairKind> {
+    match (was, now) {
+        (false, true) => Some(PairKind::Enter),
+        (true, false) => Some(PairKind::Leave),
+        (true, true) if due => Some(PairKind::Update),
+        (false, false) | (true, true) => None,
+    }
+}
