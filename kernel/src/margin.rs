@@ -57,6 +57,11 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
+    /// The `dist²` of the margin's first and last key.
+    pub(crate) fn dist2_span(&self) -> (u64, u64) {
+        (self.lo.dist2, self.hi.dist2)
+    }
+
     /// Where `key` falls; `None` (not a candidate) is beyond.
     pub(crate) fn region(&self, key: Option<Key>) -> Region {
         match key {
@@ -93,6 +98,8 @@ pub(crate) struct Margins {
     open: Option<Head>,
     scratch: Vec<Entry>,
     quota: usize,
+    /// How many views have a margin.
+    live: u32,
 }
 
 /// Room per view: up to `SIDE` candidates on each side of the cut-off.
@@ -114,6 +121,7 @@ impl Margins {
             open: None,
             scratch: Vec::with_capacity(WIDTH + max_entities as usize),
             quota: 0,
+            live: 0,
         }
     }
 
@@ -122,9 +130,19 @@ impl Margins {
         self.heads.get(view as usize)?.map(|h| h.bounds)
     }
 
+    /// Whether any view has a margin.
+    pub(crate) fn any(&self) -> bool {
+        self.live > 0
+    }
+
     pub(crate) fn clear(&mut self, view: u32) {
+        self.put(view, None);
+    }
+
+    fn put(&mut self, view: u32, new: Option<Head>) {
         if let Some(head) = self.heads.get_mut(view as usize) {
-            *head = None;
+            self.live = self.live + u32::from(new.is_some()) - u32::from(head.is_some());
+            *head = new;
         }
     }
 
@@ -158,11 +176,12 @@ impl Margins {
                 moved: false,
             };
         }
-        self.heads[view as usize] = Some(Head {
+        let head = Head {
             bounds: Bounds { lo, hi },
             core,
             len: listed.len() as u32,
-        });
+        };
+        self.put(view, Some(head));
     }
 
     fn view_entries_mut(&mut self, view: u32) -> Option<&mut [Entry]> {
@@ -282,10 +301,8 @@ impl Margins {
                 ..*e
             };
         }
-        self.heads[view as usize] = Some(Head {
-            len: len as u32,
-            ..head
-        });
+        let len = len as u32;
+        self.put(view, Some(Head { len, ..head }));
     }
 }
 

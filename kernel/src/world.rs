@@ -994,7 +994,8 @@ impl World {
                 self.candidates.scan(&reach, run, &self.marks);
             });
         }
-        if crowd || self.candidates.len() > max_view {
+        let ranked = crowd || self.candidates.len() > max_view;
+        if ranked {
             // Crowds only: rank the same runs by dist², select the
             // max_view-th nearest (everyone when there are not more), and
             // break ties at its distance by id. A crowd ranks only within
@@ -1028,10 +1029,8 @@ impl World {
             {
                 self.cutoffs[view as usize] = cutoff;
             }
-            self.keep_margin(view, &reach);
-        } else {
-            self.margins.clear(view);
         }
+        self.keep_margin(view, &reach, ranked);
         self.entered.clear();
         for &s in self.candidates.as_slice() {
             if !self.marks.set_now(s) {

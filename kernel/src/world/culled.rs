@@ -11,21 +11,33 @@
 //! kept afterwards. The observer itself moving, a despawn near it, or a
 //! margin that runs out still rebuild the view, which sets a new margin.
 
+use super::incremental::NO_MARGIN;
 use super::{Watcher, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::event::EventSink;
-use crate::margin::{Bounds, Key, Placed, Region, SIDE};
+use crate::margin::{Key, Placed, Region, SIDE};
 use crate::scan::{dist2_raw, Reach};
 use crate::subject_pairs::{unpack, PairKind};
 
 use super::incremental::Subject;
 
 impl World {
-    /// After a crowd was ranked and culled in `view`: keeps its margin
-    /// while ticks are calm, else drops any it had.
-    pub(super) fn keep_margin(&mut self, view: u32, reach: &Reach) {
+    /// After `view` was rebuilt: keeps a margin if its crowd was `ranked`
+    /// and culled and ticks are calm, else drops any it had.
+    pub(super) fn keep_margin(&mut self, view: u32, reach: &Reach, ranked: bool) {
+        if !self.margins.any() && !(ranked && self.keep_margins) {
+            // Nothing to drop, and none to keep: the usual busy tick.
+            return;
+        }
         self.margins.clear(view);
+        if ranked {
+            self.set_margin(view, reach);
+        }
+        self.sync_margin(reach.slot, view);
+    }
+
+    fn set_margin(&mut self, view: u32, reach: &Reach) {
         let max_view = self.config.max_view as usize;
         if !self.keep_margins || max_view == 0 || self.ranked.len() < max_view {
             return;
@@ -51,26 +63,45 @@ impl World {
         self.margins.set(view, core as u32, listed, side, hi);
     }
 
-    /// The pair a subject makes with an observer whose culled view has a
-    /// margin with `bounds`: an Update where it stays kept below the
-    /// margin, nothing where it stays beyond it, else one for the margin
-    /// to settle.
-    pub(super) fn culled_kind(
-        &self,
-        bounds: Bounds,
-        w: &Watcher,
-        subject: &Subject,
-    ) -> Option<PairKind> {
-        let key = |at| self.culled_key(w, subject.layers, subject.id, at);
-        let now = bounds.region(key(subject.now));
+    /// Copies `view`'s margin span into its observer's pairing record.
+    pub(super) fn sync_margin(&mut self, slot: u32, view: u32) {
+        let span = self.margins.bounds(view).map(|b| b.dist2_span());
+        if let Some(w) = self.watchers.get_mut(slot as usize) {
+            w.margin = span.unwrap_or(NO_MARGIN);
+        }
+    }
+
+    /// The pair a subject makes with observer `w`, whose culled view has a
+    /// margin: an Update where it stays kept below the margin, nothing
+    /// where it stays beyond it, else one for the margin to settle.
+    pub(super) fn culled_kind(&self, w: &Watcher, subject: &Subject) -> Option<PairKind> {
+        let region = |at| self.region(w, self.culled_key(w, subject.layers, subject.id, at));
+        let now = region(subject.now);
         let was = match subject.moved {
-            true => bounds.region(subject.before.and_then(key)),
+            true => subject.before.map_or(Region::Beyond, region),
             false => now,
         };
         match (was, now) {
             (Region::Core, Region::Core) => subject.due.then_some(PairKind::Update),
             (Region::Beyond, Region::Beyond) => None,
             _ => Some(PairKind::Culled),
+        }
+    }
+
+    /// Where `key` falls against `w`'s margin, by its span alone unless
+    /// the `dist²` ties one of its ends.
+    fn region(&self, w: &Watcher, key: Option<Key>) -> Region {
+        let (lo, hi) = w.margin;
+        match key {
+            None => Region::Beyond,
+            Some(k) if k.dist2 < lo => Region::Core,
+            Some(k) if k.dist2 > hi => Region::Beyond,
+            Some(k) if k.dist2 != lo && k.dist2 != hi => Region::Margin,
+            // A margin gone from under its span: let the update rank again.
+            k => self
+                .margins
+                .bounds(w.view)
+                .map_or(Region::Margin, |b| b.region(k)),
         }
     }
 
@@ -154,6 +185,7 @@ impl World {
             }
         }
         self.margins.commit(view);
+        self.sync_margin(slot, view);
         self.apply_group(slot, sink)
     }
 }

@@ -43,8 +43,15 @@ pub(super) struct Watcher {
     pub(super) interest: u32,
     pub(super) cell: u32,
     pub(super) ring: u32,
-    view: u32,
+    pub(super) view: u32,
+    /// The `dist²` span of the view's margin, if it has one (else empty):
+    /// pairing reads it here rather than from the margins, in squares
+    /// order, where reading those would miss the cache.
+    pub(super) margin: (u64, u64),
 }
+
+/// [`Watcher::margin`] of a view without a margin.
+pub(super) const NO_MARGIN: (u64, u64) = (1, 0);
 
 impl Watcher {
     /// The observer's raw position.
@@ -62,6 +69,7 @@ impl Watcher {
             cell: e.cell,
             ring: e.ring,
             view: e.view,
+            margin: NO_MARGIN,
         }
     }
 }
@@ -136,9 +144,9 @@ impl World {
         if o == subject.slot {
             return;
         }
-        if let Some(bounds) = self.margins.bounds(w.view) {
+        if w.margin.0 <= w.margin.1 {
             // A culled view with a margin: that knows who is kept.
-            if let Some(kind) = self.culled_kind(bounds, w, subject) {
+            if let Some(kind) = self.culled_kind(w, subject) {
                 self.mark_affected(o, t);
                 self.pairs.push(o, subject.slot, kind);
             }
