@@ -734,6 +734,89 @@ pub fn calm(
     Scenario { config, ticks: out }
 }
 
+/// A town square: a crowd far larger than `max_view` at rest on a lattice
+/// (so that many of its distances tie), a few entities a tick stepping a
+/// few units and stopping again, now and then one walking off or arriving
+/// from anywhere, despawning or coming back. Full views then follow the
+/// steps around their cut-off far more often than anything forces them to
+/// be ranked again.
+pub fn town(
+    seed: u64,
+    ticks: usize,
+    visibility: Visibility,
+    hysteresis: i32,
+    movers: u64,
+) -> Scenario {
+    const ENTITIES: u64 = 200;
+    const CROWD: u64 = 160;
+    let config = Config {
+        origin: Pos::from_ints(0, 0),
+        cell_size: Fix::from_num(100),
+        width_cells: 8,
+        height_cells: 8,
+        visibility,
+        hysteresis: Fix::from_num(hysteresis),
+        max_entities: 256,
+        max_observers: 256,
+        max_view: 24,
+        ..Config::default()
+    };
+    let mut rng = Rng::new(seed);
+    let inside = |c: i64| Fix::from_num(c.clamp(0, 799));
+    let spawn = |id: u64, pos: Pos| Spawn {
+        observer: id % 4 != 3,
+        radius: Fix::from_num(80 + (id % 2) as i64 * 40),
+        layers: 1 << (id % 2),
+        interest: if id.is_multiple_of(9) { 0b01 } else { u32::MAX },
+        ..Spawn::npc(id, pos)
+    };
+    let mut pos: Vec<Pos> = (0..ENTITIES)
+        .map(|id| {
+            if id < CROWD {
+                Pos::from_ints(370 + (id % 13) as i32 * 5, 370 + (id / 13) as i32 * 5)
+            } else {
+                Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
+            }
+        })
+        .collect();
+    let first = (0..ENTITIES).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
+    let mut out = vec![first.collect::<Vec<_>>()];
+    for _ in 1..ticks {
+        let mut commands = Vec::new();
+        for _ in 0..movers {
+            let id = rng.below(ENTITIES);
+            let i = id as usize;
+            match rng.below(40) {
+                0 => {
+                    commands.push(Command::Despawn { id });
+                    if rng.one_in(2) {
+                        commands.push(Command::Spawn(spawn(id, pos[i])));
+                    }
+                }
+                1 => commands.push(Command::Spawn(spawn(id, pos[i]))),
+                k => {
+                    pos[i] = if k == 2 {
+                        Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
+                    } else {
+                        let step = |c: Fix, rng: &mut Rng| {
+                            inside(c.to_num::<i64>() + rng.below(7) as i64 - 3)
+                        };
+                        Pos::new(step(pos[i].x, &mut rng), step(pos[i].y, &mut rng))
+                    };
+                    commands.push(Command::Move(Move {
+                        id,
+                        pos: pos[i],
+                        dir: 0,
+                        speed: Fix::from_num(rng.below(2)),
+                    }));
+                }
+            }
+        }
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
 /// A swarm: every entity an observer in one small spot, and most of them
 /// stepping every tick but fewer than all, so each tick makes more
 /// observer–subject events than the kernel keeps room for per entity and it

@@ -111,6 +111,24 @@ fn busy_world_matches_oracle() {
     }
 }
 
+/// Crowds at rest, larger than `max_view`: full views follow the few steps
+/// in them around their cut-off instead of ranking the crowd again, until
+/// the crowd has drifted far enough that they must; in both modes, with
+/// and without hysteresis.
+#[test]
+fn towns_match_oracle() {
+    for visibility in [Visibility::Radius, Visibility::Grid] {
+        for hysteresis in [0, 25] {
+            for (seed, movers) in [(11, 1), (12, 6), (13, 24)] {
+                let s = gen::town(seed, 80, visibility, hysteresis, movers);
+                if let Err(e) = check::against_oracle(&s) {
+                    panic!("{visibility:?}, hysteresis {hysteresis}, {movers} movers: {e}");
+                }
+            }
+        }
+    }
+}
+
 /// Calm worlds, where most views are updated from the few changed subjects
 /// around them instead of rebuilt: few movers, and enough movers that the
 /// tick's pairs overflow their fixed room and every affected view is
