@@ -26,7 +26,8 @@ impl World {
     /// After `view` was rebuilt: keeps a margin if its crowd was `ranked`
     /// and culled and ticks are calm, else drops any it had.
     pub(super) fn keep_margin(&mut self, view: u32, reach: &Reach, ranked: bool) {
-        if !self.margins.any() && !(ranked && self.keep_margins) {
+        let keep = ranked && self.keep_margins;
+        if !keep && !self.margins.any() {
             // Nothing to drop, and none to keep: the usual busy tick.
             return;
         }
