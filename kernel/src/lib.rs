@@ -71,11 +71,15 @@
 //! by the rule alone (only inside the hysteresis band does it ask the
 //! view). Only pairs that make an event are kept. An observer that did not
 //! change applies its `p` pairs to its view of size `v` in `O(p log v)`
-//! plus a splice of the view when something entered or left. Observers
-//! whose own state changed, that lost a subject to a despawn, or whose view
-//! is full (it may be culled, so any move in range can change who is kept)
-//! are rebuilt instead, in `O(k + v + e log e)` each, with `k` the entities
-//! in its ring and `e` those entering. An entity that did not move, in a
+//! plus a splice of the view when something entered or left. A full view
+//! may be culled, so any move in range can change who is kept: one ranked
+//! in a calm tick keeps a margin of `2 × 8` candidates around its
+//! cut-off, in `(dist², id)` order, and a subject moving near it only
+//! moves between the kept core, the margin and beyond. Who is kept is read
+//! off the margin in `O(p × 16)`. Observers whose own state changed, that
+//! lost a subject to a despawn, or whose margin ran out (or was never
+//! kept) are rebuilt instead, in `O(k + v + e log e)` each, with `k` the
+//! entities in its ring and `e` those entering. An entity that did not move, in a
 //! region where nothing moved, costs nothing. The pairs have room for 16
 //! per entity; a tick that needs more rebuilds every affected observer.
 //! When many subjects change, the observers' records are first copied out

@@ -103,7 +103,7 @@ pub(crate) struct Margins {
 }
 
 /// Room per view: up to `SIDE` candidates on each side of the cut-off.
-pub(crate) const SIDE: usize = 12;
+pub(crate) const SIDE: usize = 8;
 const WIDTH: usize = 2 * SIDE;
 
 const EMPTY: Entry = Entry {
@@ -165,7 +165,7 @@ impl Margins {
         ) else {
             return;
         };
-        let Some(out) = self.view_entries_mut(view) else {
+        let Some(out) = entries_of(&mut self.entries, view) else {
             return;
         };
         for (k, (at, &(key, slot))) in out.iter_mut().zip(listed).enumerate() {
@@ -182,11 +182,6 @@ impl Margins {
             len: listed.len() as u32,
         };
         self.put(view, Some(head));
-    }
-
-    fn view_entries_mut(&mut self, view: u32) -> Option<&mut [Entry]> {
-        let at = view as usize * WIDTH;
-        self.entries.get_mut(at..at + WIDTH)
     }
 
     /// Opens `view`'s margin for this tick's moves; `false` if it has none.
@@ -290,8 +285,7 @@ impl Margins {
             }
         }
         let len = self.scratch.len();
-        let at = view as usize * WIDTH;
-        let Some(out) = self.entries.get_mut(at..at + WIDTH) else {
+        let Some(out) = entries_of(&mut self.entries, view) else {
             return;
         };
         for (k, (at, e)) in out.iter_mut().zip(&self.scratch).enumerate() {
@@ -304,6 +298,12 @@ impl Margins {
         let len = len as u32;
         self.put(view, Some(Head { len, ..head }));
     }
+}
+
+/// The room of `view` in [`Margins::entries`].
+fn entries_of(entries: &mut [Entry], view: u32) -> Option<&mut [Entry]> {
+    let at = view as usize * WIDTH;
+    entries.get_mut(at..at + WIDTH)
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 //! view is the rule applied to everything's state at that time. An observer
 //! whose own state changed, that lost a subject to a despawn, or whose view
 //! is full (it may be culled to `max_view`, so a change anywhere in range
-//! can swap who is kept) is rebuilt instead.
+//! can swap who is kept) is rebuilt instead, unless its view keeps a margin
+//! around its cut-off (see `culled.rs`).
 
 use super::{change_view, Entity, World};
 use crate::command::EntityId;
