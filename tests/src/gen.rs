@@ -663,22 +663,11 @@ pub fn calm(
     movers: u64,
     max_view: u32,
 ) -> Scenario {
-    const ENTITIES: u64 = 240;
-    const CLUSTER: u64 = 40;
     let config = Config {
-        origin: Pos::from_ints(0, 0),
-        cell_size: Fix::from_num(100),
-        width_cells: 8,
-        height_cells: 8,
-        visibility,
         hysteresis: Fix::from_num(25),
-        max_entities: 256,
-        max_observers: 256,
         max_view,
-        ..Config::default()
+        ..at_rest_config(visibility)
     };
-    let mut rng = Rng::new(seed);
-    let inside = |c: i64| Fix::from_num(c.clamp(0, 799));
     let spawn = |id: u64, pos: Pos| Spawn {
         observer: id % 3 != 2,
         radius: Fix::from_num(60 + (id % 4) as i64 * 20),
@@ -690,48 +679,17 @@ pub fn calm(
         },
         ..Spawn::npc(id, pos)
     };
-    let mut pos: Vec<Pos> = (0..ENTITIES)
-        .map(|id| {
-            if id < CLUSTER {
-                Pos::from_ints(400 + (id % 6) as i32 * 3, 400 + (id / 6) as i32 * 3)
-            } else {
-                Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
-            }
-        })
-        .collect();
-    let first = (0..ENTITIES).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
-    let mut out = vec![first.collect::<Vec<_>>()];
-    for _ in 1..ticks {
-        let mut commands = Vec::new();
-        for _ in 0..movers {
-            let id = rng.below(ENTITIES);
-            let i = id as usize;
-            match rng.below(20) {
-                0 => {
-                    commands.push(Command::Despawn { id });
-                    if rng.one_in(2) {
-                        commands.push(Command::Spawn(spawn(id, pos[i])));
-                    }
-                }
-                1 => commands.push(Command::Spawn(spawn(id, pos[i]))),
-                _ => {
-                    // Up to 40 units: across bands and cells, not the world.
-                    let step = |c: Fix, rng: &mut Rng| {
-                        inside(c.to_num::<i64>() + rng.below(81) as i64 - 40)
-                    };
-                    pos[i] = Pos::new(step(pos[i].x, &mut rng), step(pos[i].y, &mut rng));
-                    commands.push(Command::Move(Move {
-                        id,
-                        pos: pos[i],
-                        dir: rng.next_u64() as u16,
-                        speed: Fix::from_num(rng.below(3)),
-                    }));
-                }
-            }
-        }
-        out.push(commands);
-    }
-    Scenario { config, ticks: out }
+    let mut rng = Rng::new(seed);
+    let cluster = |id: u64| Pos::from_ints(400 + (id % 6) as i32 * 3, 400 + (id / 6) as i32 * 3);
+    let pos = at_rest_layout(&mut rng, 240, 40, cluster);
+    // Steps of up to 40 units: across bands and cells, not the world.
+    let stir = Stir {
+        movers,
+        churn: 20,
+        step: 40,
+        jumps: false,
+    };
+    stirred(rng, config, pos, spawn, ticks, stir)
 }
 
 /// A town square: a crowd far larger than `max_view` at rest on a lattice
@@ -747,22 +705,11 @@ pub fn town(
     hysteresis: i32,
     movers: u64,
 ) -> Scenario {
-    const ENTITIES: u64 = 200;
-    const CROWD: u64 = 160;
     let config = Config {
-        origin: Pos::from_ints(0, 0),
-        cell_size: Fix::from_num(100),
-        width_cells: 8,
-        height_cells: 8,
-        visibility,
         hysteresis: Fix::from_num(hysteresis),
-        max_entities: 256,
-        max_observers: 256,
         max_view: 24,
-        ..Config::default()
+        ..at_rest_config(visibility)
     };
-    let mut rng = Rng::new(seed);
-    let inside = |c: i64| Fix::from_num(c.clamp(0, 799));
     let spawn = |id: u64, pos: Pos| Spawn {
         observer: id % 4 != 3,
         radius: Fix::from_num(80 + (id % 2) as i64 * 40),
@@ -770,23 +717,90 @@ pub fn town(
         interest: if id.is_multiple_of(9) { 0b01 } else { u32::MAX },
         ..Spawn::npc(id, pos)
     };
-    let mut pos: Vec<Pos> = (0..ENTITIES)
-        .map(|id| {
-            if id < CROWD {
-                Pos::from_ints(370 + (id % 13) as i32 * 5, 370 + (id / 13) as i32 * 5)
-            } else {
-                Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
-            }
-        })
-        .collect();
-    let first = (0..ENTITIES).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
+    let mut rng = Rng::new(seed);
+    let crowd = |id: u64| Pos::from_ints(370 + (id % 13) as i32 * 5, 370 + (id / 13) as i32 * 5);
+    let pos = at_rest_layout(&mut rng, 200, 160, crowd);
+    let stir = Stir {
+        movers,
+        churn: 40,
+        step: 3,
+        jumps: true,
+    };
+    stirred(rng, config, pos, spawn, ticks, stir)
+}
+
+/// The world of [`calm`] and [`town`]: 800 × 800 units in cells of 100.
+fn at_rest_config(visibility: Visibility) -> Config {
+    Config {
+        origin: Pos::from_ints(0, 0),
+        cell_size: Fix::from_num(100),
+        width_cells: 8,
+        height_cells: 8,
+        visibility,
+        max_entities: 256,
+        max_observers: 256,
+        ..Config::default()
+    }
+}
+
+/// A position anywhere in the world of [`at_rest_config`], and a
+/// coordinate clamped into it.
+fn anywhere(rng: &mut Rng) -> Pos {
+    Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
+}
+
+fn inside(c: i64) -> Fix {
+    Fix::from_num(c.clamp(0, 799))
+}
+
+/// `entities` positions: the first `crowd` from `crowd_at`, the rest anywhere.
+fn at_rest_layout(
+    rng: &mut Rng,
+    entities: u64,
+    crowd: u64,
+    crowd_at: impl Fn(u64) -> Pos,
+) -> Vec<Pos> {
+    let at = |id| {
+        if id < crowd {
+            crowd_at(id)
+        } else {
+            anywhere(rng)
+        }
+    };
+    (0..entities).map(at).collect()
+}
+
+/// How the entities of a world at rest are stirred each tick.
+struct Stir {
+    /// How many draw an action per tick.
+    movers: u64,
+    /// One draw in `churn` despawns (and half of those spawn again at
+    /// once), one spawns (a duplicate unless despawned before).
+    churn: u64,
+    /// The largest step per axis, in units.
+    step: i64,
+    /// Whether one draw in `churn` jumps anywhere instead of stepping.
+    jumps: bool,
+}
+
+/// Spawns everyone at `pos` on tick 1, then stirs them for `ticks − 1`.
+fn stirred(
+    mut rng: Rng,
+    config: Config,
+    mut pos: Vec<Pos>,
+    spawn: impl Fn(u64, Pos) -> Spawn,
+    ticks: usize,
+    stir: Stir,
+) -> Scenario {
+    let entities = pos.len() as u64;
+    let first = (0..entities).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
     let mut out = vec![first.collect::<Vec<_>>()];
     for _ in 1..ticks {
         let mut commands = Vec::new();
-        for _ in 0..movers {
-            let id = rng.below(ENTITIES);
+        for _ in 0..stir.movers {
+            let id = rng.below(entities);
             let i = id as usize;
-            match rng.below(40) {
+            match rng.below(stir.churn) {
                 0 => {
                     commands.push(Command::Despawn { id });
                     if rng.one_in(2) {
@@ -795,19 +809,20 @@ pub fn town(
                 }
                 1 => commands.push(Command::Spawn(spawn(id, pos[i]))),
                 k => {
-                    pos[i] = if k == 2 {
-                        Pos::new(inside(rng.below(800) as i64), inside(rng.below(800) as i64))
+                    pos[i] = if stir.jumps && k == 2 {
+                        anywhere(&mut rng)
                     } else {
+                        let reach = 2 * stir.step as u64 + 1;
                         let step = |c: Fix, rng: &mut Rng| {
-                            inside(c.to_num::<i64>() + rng.below(7) as i64 - 3)
+                            inside(c.to_num::<i64>() + rng.below(reach) as i64 - stir.step)
                         };
                         Pos::new(step(pos[i].x, &mut rng), step(pos[i].y, &mut rng))
                     };
                     commands.push(Command::Move(Move {
                         id,
                         pos: pos[i],
-                        dir: 0,
-                        speed: Fix::from_num(rng.below(2)),
+                        dir: rng.next_u64() as u16,
+                        speed: Fix::from_num(rng.below(3)),
                     }));
                 }
             }
