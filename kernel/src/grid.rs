@@ -162,6 +162,7 @@ impl Lists {
 pub(crate) struct Grid {
     pub(crate) width: u32,
     pub(crate) height: u32,
+    columns: Columns,
     all: MemberLists,
     observers: Lists,
 }
@@ -225,6 +226,7 @@ impl Grid {
         Grid {
             width,
             height,
+            columns: Columns::new(width),
             all: MemberLists::new(cells, slots as usize),
             observers: Lists::new(cells, slots as usize),
         }
@@ -237,14 +239,12 @@ impl Grid {
 
     /// The `(x, y)` of a cell index.
     pub(crate) fn xy(&self, cell: u32) -> (u32, u32) {
-        (cell % self.width, cell / self.width)
+        self.columns.xy(cell)
     }
 
     /// Chebyshev distance between two cells, in cells.
     pub(crate) fn cell_distance(&self, a: u32, b: u32) -> u32 {
-        let (ax, ay) = self.xy(a);
-        let (bx, by) = self.xy(b);
-        ax.abs_diff(bx).max(ay.abs_diff(by))
+        chebyshev(self.xy(a), self.xy(b))
     }
 
     /// The cells within `ring` cells of `cell` on both axes, clamped to the grid.
@@ -315,9 +315,61 @@ impl Grid {
     }
 }
 
+/// Cell index to column and row without a division: pairing asks for
+/// them for every observer a subject meets. With `m = ⌊2^48 / width⌋ + 1`,
+/// `cell × m / 2^48` lies in `[cell / width, cell / width + 2^-24)` for
+/// every `cell < 2^24` and `1 ≤ width ≤ 2^24` (the largest grid), and the
+/// floor of that is the quotient.
+#[derive(Clone, Copy, Debug)]
+struct Columns {
+    width: u32,
+    magic: u64,
+}
+
+impl Columns {
+    fn new(width: u32) -> Self {
+        let width = width.max(1);
+        Columns {
+            width,
+            magic: (1u64 << 48) / u64::from(width) + 1,
+        }
+    }
+
+    fn xy(&self, cell: u32) -> (u32, u32) {
+        let row = ((u128::from(cell) * u128::from(self.magic)) >> 48) as u32;
+        (cell.wrapping_sub(row.wrapping_mul(self.width)), row)
+    }
+}
+
+/// Chebyshev distance between two cells given as column and row, in
+/// cells: [`Grid::cell_distance`] without the divisions.
+pub(crate) fn chebyshev(a: (u32, u32), b: (u32, u32)) -> u32 {
+    a.0.abs_diff(b.0).max(a.1.abs_diff(b.1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_by_multiply_match_division() {
+        let max = crate::config::MAX_CELLS as u32;
+        for width in [1, 2, 3, 7, 100, 4095, 4096, 65_537, max - 1, max] {
+            let g = Columns::new(width);
+            let near = |c: u32| [c.saturating_sub(1), c, c.saturating_add(1)];
+            let mut cells: alloc::vec::Vec<u32> = (1..=64).flat_map(|k| near(k * width)).collect();
+            cells.extend((0..4096).map(|k| k * 4093 % max));
+            cells.extend((0..64).map(|k| max - 1 - k * width.min(max / 64)));
+            cells.extend([0, max - 1]);
+            for cell in cells.into_iter().filter(|&c| c < max) {
+                assert_eq!(
+                    g.xy(cell),
+                    (cell % width, cell / width),
+                    "cell {cell}, width {width}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn membership_follows_insert_and_remove() {

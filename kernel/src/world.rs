@@ -869,16 +869,17 @@ impl World {
         }
         if mark && (change.relocated || change.due) {
             let e = &self.entities[slot as usize];
-            let at = |cell, p: Pos| (cell, p.x.to_bits(), p.y.to_bits());
             let before = match change.fresh {
                 true => None,
-                false => self.cell_index(e.prev.pos).map(|cell| at(cell, e.prev.pos)),
+                false => self
+                    .cell_index(e.prev.pos)
+                    .map(|cell| self.place(cell, e.prev.pos)),
             };
             let subject = Subject {
                 slot,
                 id: e.id,
                 layers: e.layers,
-                now: at(e.cell, e.cur.pos),
+                now: self.place(e.cell, e.cur.pos),
                 before,
                 moved: change.moved,
                 due: change.due,

@@ -20,7 +20,8 @@ use crate::margin::{Key, Placed, Region, SIDE};
 use crate::scan::{dist2_raw, Reach};
 use crate::subject_pairs::{unpack, PairKind};
 
-use super::incremental::Subject;
+use super::incremental::{Place, Subject};
+use crate::grid::chebyshev;
 
 impl World {
     /// After `view` was rebuilt: keeps a margin if its crowd was `ranked`
@@ -76,7 +77,9 @@ impl World {
     /// margin: an Update where it stays kept below the margin, nothing
     /// where it stays beyond it, else one for the margin to settle.
     pub(super) fn culled_kind(&self, w: &Watcher, subject: &Subject) -> Option<PairKind> {
-        let region = |at| self.region(w, self.culled_key(w, subject.layers, subject.id, at));
+        let o_col_row = self.col_row(w);
+        let key = |at| self.culled_key(w, o_col_row, subject.layers, subject.id, at);
+        let region = |at| self.region(w, key(at));
         let now = region(subject.now);
         let was = match subject.moved {
             true => subject.before.map_or(Region::Beyond, region),
@@ -112,17 +115,17 @@ impl World {
     fn culled_key(
         &self,
         w: &Watcher,
+        o_col_row: (u32, u32),
         layers: u32,
         id: EntityId,
-        at: (u32, i64, i64),
+        at: Place,
     ) -> Option<Key> {
-        let (cell, x, y) = at;
         if layers & w.interest == 0 {
             return None;
         }
-        let dist2 = dist2_raw(x, y, w.x, w.y);
+        let dist2 = dist2_raw(at.x, at.y, w.x, w.y);
         let seen = match self.config.visibility {
-            Visibility::Grid => self.grid.cell_distance(w.cell, cell) <= w.ring,
+            Visibility::Grid => chebyshev(o_col_row, at.col_row) <= w.ring,
             Visibility::Radius => dist2 <= w.enter2,
         };
         // Too far for a key is beyond any margin.
@@ -133,9 +136,10 @@ impl World {
     /// The keys a paired subject had at the end of last tick and has now.
     fn culled_keys(&self, w: &Watcher, slot: u32, id: EntityId) -> (Option<Key>, Option<Key>) {
         let e = &self.entities[slot as usize];
-        let at = |p: crate::fixed_point::Pos| {
-            let cell = self.cell_index(p)?;
-            self.culled_key(w, e.layers, id, (cell, p.x.to_bits(), p.y.to_bits()))
+        let o_col_row = self.col_row(w);
+        let at = |p| {
+            let place = self.place(self.cell_index(p)?, p);
+            self.culled_key(w, o_col_row, e.layers, id, place)
         };
         let fresh = self.born[slot as usize] == self.tick + 1;
         let before = if fresh { None } else { at(e.prev.pos) };

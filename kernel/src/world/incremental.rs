@@ -19,6 +19,8 @@ use super::{change_view, Entity, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::event::{Event, EventSink};
+use crate::fixed_point::Pos;
+use crate::grid::chebyshev;
 use crate::scan::{dist2_raw, radius_rule};
 use crate::subject_pairs::{unpack, PairKind};
 
@@ -75,16 +77,49 @@ impl Watcher {
     }
 }
 
+/// Where a subject stands: its cell, that cell's column and row (worked
+/// out once per subject rather than once per observer it pairs with), and
+/// its raw position.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Place {
+    pub(super) cell: u32,
+    pub(super) col_row: (u32, u32),
+    pub(super) x: i64,
+    pub(super) y: i64,
+}
+
+impl World {
+    /// The place of a subject at `pos`, in `cell`.
+    pub(super) fn place(&self, cell: u32, pos: Pos) -> Place {
+        Place {
+            cell,
+            col_row: self.grid.xy(cell),
+            x: pos.x.to_bits(),
+            y: pos.y.to_bits(),
+        }
+    }
+
+    /// The column and row of observer `w`'s cell in grid mode, where
+    /// visibility needs them; unused in radius mode, which skips the
+    /// divisions.
+    pub(super) fn col_row(&self, w: &Watcher) -> (u32, u32) {
+        match self.config.visibility {
+            Visibility::Grid => self.grid.xy(w.cell),
+            Visibility::Radius => (0, 0),
+        }
+    }
+}
+
 /// A changed or due subject, as the observers around it need it.
 pub(super) struct Subject {
     pub(super) slot: u32,
     pub(super) id: EntityId,
     pub(super) layers: u32,
-    /// Cell and raw position now.
-    pub(super) now: (u32, i64, i64),
-    /// Cell and raw position at the end of last tick; `None` for one
-    /// spawned this tick.
-    pub(super) before: Option<(u32, i64, i64)>,
+    /// Where it stands now.
+    pub(super) now: Place,
+    /// Where it stood at the end of last tick; `None` for one spawned
+    /// this tick.
+    pub(super) before: Option<Place>,
     /// Its position changed (or it is new), not only its update fell due.
     pub(super) moved: bool,
     pub(super) due: bool,
@@ -102,8 +137,8 @@ impl World {
                 let cell = i128::from(self.config.cell_size.to_bits());
                 let reach = i128::from(self.max_ring) * cell;
                 let reach = i64::try_from(reach).unwrap_or(i64::MAX);
-                let (now, before) = ((subject.now.1, subject.now.2), subject.before);
-                let before = before.map(|(_, x, y)| (x, y));
+                let now = (subject.now.x, subject.now.y);
+                let before = subject.before.map(|b| (b.x, b.y));
                 for run in squares.runs_around(now, before, reach) {
                     for (o, w) in run {
                         self.pair_with(*o, w, subject, t);
@@ -114,9 +149,9 @@ impl World {
             }
         }
         let reach = self.max_ring;
-        let now = self.grid.ring(subject.now.0, reach);
+        let now = self.grid.ring(subject.now.cell, reach);
         // Observers around the old cell too, but only once.
-        let before = subject.before.map(|b| self.grid.ring(b.0, reach));
+        let before = subject.before.map(|b| self.grid.ring(b.cell, reach));
         let before_rows = before.into_iter().flat_map(|b| b.rows_outside(now));
         if self.use_observer_copy {
             // Out of `self` while paired, like the squares above.
@@ -179,16 +214,17 @@ impl World {
         if subject.layers & o.interest == 0 {
             return (Zone::Out, Zone::Out);
         }
-        let zone = |(cell, x, y): (u32, i64, i64)| match self.config.visibility {
+        let o_col_row = self.col_row(o);
+        let zone = |p: Place| match self.config.visibility {
             Visibility::Grid => {
-                if self.grid.cell_distance(o.cell, cell) <= o.ring {
+                if chebyshev(o_col_row, p.col_row) <= o.ring {
                     Zone::In
                 } else {
                     Zone::Out
                 }
             }
             Visibility::Radius => {
-                let dist2 = dist2_raw(x, y, o.x, o.y);
+                let dist2 = dist2_raw(p.x, p.y, o.x, o.y);
                 match radius_rule(dist2, o.enter2, o.stay2) {
                     (true, _) => Zone::In,
                     (false, true) => Zone::Band,
