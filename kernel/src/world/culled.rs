@@ -11,7 +11,6 @@
 //! kept afterwards. The observer itself moving, a despawn near it, or a
 //! margin that runs out still rebuild the view, which sets a new margin.
 
-use super::incremental::NO_MARGIN;
 use super::{Watcher, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
@@ -65,11 +64,13 @@ impl World {
         self.margins.set(view, core as u32, listed, side, hi);
     }
 
-    /// Copies `view`'s margin span into its observer's pairing record.
+    /// Copies `view`'s margin span (or that it has none) into its
+    /// observer's pairing record.
     pub(super) fn sync_margin(&mut self, slot: u32, view: u32) {
         let span = self.margins.bounds(view).map(|b| b.dist2_span());
+        let stay2 = self.entities[slot as usize].stay2;
         if let Some(w) = self.watchers.get_mut(slot as usize) {
-            w.margin = span.unwrap_or(NO_MARGIN);
+            w.set_margin(span, stay2);
         }
     }
 
@@ -95,7 +96,7 @@ impl World {
     /// Where `key` falls against `w`'s margin, by its span alone unless
     /// the `dist²` ties one of its ends.
     fn region(&self, w: &Watcher, key: Option<Key>) -> Region {
-        let (lo, hi) = w.margin;
+        let (lo, hi) = w.margin_span();
         match key {
             None => Region::Beyond,
             Some(k) if k.dist2 < lo => Region::Core,
@@ -104,7 +105,7 @@ impl World {
             // A margin gone from under its span: let the update rank again.
             k => self
                 .margins
-                .bounds(w.view)
+                .bounds(w.view())
                 .map_or(Region::Margin, |b| b.region(k)),
         }
     }

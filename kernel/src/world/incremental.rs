@@ -42,19 +42,21 @@ pub(super) struct Watcher {
     pub(super) x: i64,
     pub(super) y: i64,
     pub(super) enter2: u128,
-    stay2: u128,
+    /// The stay distance² (radius mode), or, while the view has a margin,
+    /// that margin's `dist²` span: such a view is never asked about the
+    /// hysteresis band (margins end at the enter distance), and the record
+    /// stays one line.
+    stay2_or_span: u128,
     pub(super) interest: u32,
     pub(super) cell: u32,
     pub(super) ring: u32,
-    pub(super) view: u32,
-    /// The `dist²` span of the view's margin, if it has one (else empty):
-    /// pairing reads it here rather than from the margins, in squares
-    /// order, where reading those would miss the cache.
-    pub(super) margin: (u64, u64),
+    /// The view's index, and [`MARGIN`] while the view has a margin:
+    /// pairing learns it here, in the line it reads anyway, and only then
+    /// looks further (views are below 2^22).
+    view_and_flag: u32,
 }
 
-/// [`Watcher::margin`] of a view without a margin.
-pub(super) const NO_MARGIN: (u64, u64) = (1, 0);
+const MARGIN: u32 = 1 << 31;
 
 impl Watcher {
     /// The observer's raw position.
@@ -67,13 +69,43 @@ impl Watcher {
             x: e.cur.pos.x.to_bits(),
             y: e.cur.pos.y.to_bits(),
             enter2: e.enter2,
-            stay2: e.stay2,
+            stay2_or_span: e.stay2,
             interest: e.interest,
             cell: e.cell,
             ring: e.ring,
-            view: e.view,
-            margin: NO_MARGIN,
+            view_and_flag: e.view,
         }
+    }
+
+    pub(super) fn view(&self) -> u32 {
+        self.view_and_flag & !MARGIN
+    }
+
+    /// Whether the view has a margin (see `culled.rs`).
+    pub(super) fn has_margin(&self) -> bool {
+        self.view_and_flag & MARGIN != 0
+    }
+
+    /// The stay distance², for a view without a margin.
+    fn stay2(&self) -> u128 {
+        self.stay2_or_span
+    }
+
+    /// The `dist²` of the first and last key of the view's margin, while
+    /// it has one.
+    pub(super) fn margin_span(&self) -> (u64, u64) {
+        ((self.stay2_or_span >> 64) as u64, self.stay2_or_span as u64)
+    }
+
+    /// Records the view's margin span, or that it has none (then the stay
+    /// distance² is `stay2` again).
+    pub(super) fn set_margin(&mut self, span: Option<(u64, u64)>, stay2: u128) {
+        let flag = if span.is_some() { MARGIN } else { 0 };
+        self.view_and_flag = self.view() | flag;
+        self.stay2_or_span = match span {
+            Some((lo, hi)) => u128::from(lo) << 64 | u128::from(hi),
+            None => stay2,
+        };
     }
 }
 
@@ -180,7 +212,7 @@ impl World {
         if o == subject.slot {
             return;
         }
-        if w.margin.0 <= w.margin.1 {
+        if w.has_margin() {
             // A culled view with a margin: that knows who is kept.
             if let Some(kind) = self.culled_kind(w, subject) {
                 self.mark_affected(o, t);
@@ -191,7 +223,7 @@ impl World {
         let (was, now) = self.zones(w, subject);
         let mut kind = pair_kind(was, now, subject.due);
         if (was, now) != (Zone::Out, Zone::Out)
-            && self.views.slots(w.view).len() >= self.config.max_view as usize
+            && self.views.slots(w.view()).len() >= self.config.max_view as usize
         {
             // A full view may be culled: whoever is in range, only the
             // view knows who is kept, and a move can change it.
@@ -225,7 +257,7 @@ impl World {
             }
             Visibility::Radius => {
                 let dist2 = dist2_raw(p.x, p.y, o.x, o.y);
-                match radius_rule(dist2, o.enter2, o.stay2) {
+                match radius_rule(dist2, o.enter2, o.stay2()) {
                     (true, _) => Zone::In,
                     (false, true) => Zone::Band,
                     (false, false) => Zone::Out,
@@ -247,7 +279,7 @@ impl World {
         let max_view = self.config.max_view as usize;
         let o = &self.entities[slot as usize];
         let view = o.view;
-        if self.margins.bounds(view).is_some() {
+        if self.margins.any() && self.margins.bounds(view).is_some() {
             return self.update_culled_view(slot, sink);
         }
         let old = self.views.slots(view);
