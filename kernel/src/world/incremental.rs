@@ -161,49 +161,69 @@ impl World {
     /// Records the pairs `subject` makes with the observers around it, and
     /// marks observers it forces to rebuild.
     pub(super) fn pair_subject(&mut self, subject: &Subject, t: u64) {
-        if self.use_observer_copy {
-            // Out of `self` while its records are paired, which needs
-            // `&mut self`; put back below.
-            if let Some(squares) = self.observer_squares.take() {
-                // Every observer's stay distance is within its ring of cells.
-                let cell = i128::from(self.config.cell_size.to_bits());
-                let reach = i128::from(self.max_ring) * cell;
-                let reach = i64::try_from(reach).unwrap_or(i64::MAX);
-                let now = (subject.now.x, subject.now.y);
-                let before = subject.before.map(|b| (b.x, b.y));
-                for run in squares.runs_around(now, before, reach) {
-                    for (o, w) in run {
-                        self.pair_with(*o, w, subject, t);
-                    }
-                }
-                self.observer_squares = Some(squares);
-                return;
+        match (self.use_observer_copy, self.observer_squares.is_some()) {
+            (true, true) => self.pair_by_squares(subject, t),
+            (true, false) => self.pair_by_cells(subject, t),
+            (false, _) => self.pair_by_lists(subject, t),
+        }
+    }
+
+    /// Pairs with the observers of the squares copy within reach of the
+    /// subject's old and new positions.
+    fn pair_by_squares(&mut self, subject: &Subject, t: u64) {
+        // Out of `self` while its records are paired, which needs
+        // `&mut self`; put back below.
+        let Some(squares) = self.observer_squares.take() else {
+            return;
+        };
+        // Every observer's stay distance is within its ring of cells.
+        let cell = i128::from(self.config.cell_size.to_bits());
+        let reach = i128::from(self.max_ring) * cell;
+        let reach = i64::try_from(reach).unwrap_or(i64::MAX);
+        let now = (subject.now.x, subject.now.y);
+        let before = subject.before.map(|b| (b.x, b.y));
+        for run in squares.runs_around(now, before, reach) {
+            for (o, w) in run {
+                self.pair_with(*o, w, subject, t);
             }
         }
+        self.observer_squares = Some(squares);
+    }
+
+    /// Pairs with the observers of the copy by cells, row by row of the
+    /// rings around the subject's old and new cells.
+    fn pair_by_cells(&mut self, subject: &Subject, t: u64) {
+        // Out of `self` while paired, like the squares.
+        let cells = core::mem::take(&mut self.observer_cells);
+        for (first, last) in self.rows_around(subject) {
+            for (o, w) in cells.run(first, last) {
+                self.pair_with(*o, w, subject, t);
+            }
+        }
+        self.observer_cells = cells;
+    }
+
+    /// Pairs with the observers of the grid's cell lists around the
+    /// subject: fewer changes than the copy would pay for.
+    fn pair_by_lists(&mut self, subject: &Subject, t: u64) {
+        self.around.clear();
+        let cells = self.rows_around(subject).flat_map(|(f, l)| f..=l);
+        self.grid.observers_in(cells, &mut self.around);
+        for k in 0..self.around.len() {
+            let o = self.around[k];
+            let w = self.watchers[o as usize];
+            self.pair_with(o, &w, subject, t);
+        }
+    }
+
+    /// The rows of cells within the largest observer ring of the subject's
+    /// new cell, then those around its old cell that the first left out.
+    fn rows_around(&self, subject: &Subject) -> impl Iterator<Item = (u32, u32)> {
         let reach = self.max_ring;
         let now = self.grid.ring(subject.now.cell, reach);
-        // Observers around the old cell too, but only once.
         let before = subject.before.map(|b| self.grid.ring(b.cell, reach));
-        let before_rows = before.into_iter().flat_map(|b| b.rows_outside(now));
-        if self.use_observer_copy {
-            // Out of `self` while paired, like the squares above.
-            let cells = core::mem::take(&mut self.observer_cells);
-            for (first, last) in now.rows().chain(before_rows) {
-                for (o, w) in cells.run(first, last) {
-                    self.pair_with(*o, w, subject, t);
-                }
-            }
-            self.observer_cells = cells;
-        } else {
-            self.around.clear();
-            let cells = now.rows().chain(before_rows).flat_map(|(f, l)| f..=l);
-            self.grid.observers_in(cells, &mut self.around);
-            for k in 0..self.around.len() {
-                let o = self.around[k];
-                let w = self.watchers[o as usize];
-                self.pair_with(o, &w, subject, t);
-            }
-        }
+        let before_rows = before.into_iter().flat_map(move |b| b.rows_outside(now));
+        now.rows().chain(before_rows)
     }
 
     /// Pairs `subject` with observer `o`, whose record is `w`.
