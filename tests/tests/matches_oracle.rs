@@ -2,7 +2,7 @@
 //! oracle tick by tick: events, order, views (queried and rebuilt from the
 //! event stream), entity states and throttle records.
 
-use lockgrid_kernel::Visibility;
+use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn, Visibility};
 use lockgrid_tests::gen::{self, Shape};
 use lockgrid_tests::{check, wild};
 use proptest::prelude::*;
@@ -125,6 +125,72 @@ fn towns_match_oracle() {
                     panic!("{visibility:?}, hysteresis {hysteresis}, {movers} movers: {e}");
                 }
             }
+        }
+    }
+}
+
+/// A culled view whose crowd walks off in one calm tick: its margin runs
+/// out, the view is ranked again with too few left to cull and keeps no
+/// margin (none is left anywhere), and a subject arriving later between
+/// the old margin's end and the enter distance must still be seen.
+#[test]
+fn a_crowd_that_walks_off_leaves_no_margin_behind() {
+    for visibility in [Visibility::Radius, Visibility::Grid] {
+        let config = Config {
+            origin: Pos::from_ints(0, 0),
+            cell_size: Fix::from_num(100),
+            width_cells: 8,
+            height_cells: 8,
+            visibility,
+            max_entities: 64,
+            max_observers: 64,
+            max_view: 3,
+            ..Config::default()
+        };
+        let observer = |id, pos| Spawn {
+            observer: true,
+            radius: Fix::from_num(100),
+            ..Spawn::npc(id, pos)
+        };
+        let step = |id, x, y| {
+            Command::Move(Move {
+                id,
+                pos: Pos::from_ints(x, y),
+                dir: 0,
+                speed: Fix::ZERO,
+            })
+        };
+        // Tick 1: the observer, a crowd of 12 in a row 10 to 65 units
+        // away, a latecomer far off, and 30 idle observers elsewhere so
+        // that later ticks are calm.
+        let mut first = vec![Command::Spawn(observer(1, Pos::from_ints(410, 410)))];
+        for k in 0..12 {
+            let pos = Pos::from_ints(420 + 5 * k, 410);
+            first.push(Command::Spawn(Spawn::npc(10 + k as u64, pos)));
+        }
+        first.push(Command::Spawn(Spawn::npc(30, Pos::from_ints(750, 750))));
+        for k in 0..30 {
+            first.push(Command::Spawn(observer(
+                40 + k,
+                Pos::from_ints(20 + 2 * k as i32, 20),
+            )));
+        }
+        let ticks = vec![
+            first,
+            // The observer steps: its crowd is ranked again, in a calm tick.
+            vec![step(1, 411, 410)],
+            // All but one of the crowd walk off: too few are left to fill
+            // the view from its margin, and too few to need culling.
+            (11..22)
+                .map(|id| step(id, 750, 100 + 5 * id as i32))
+                .collect(),
+            // The latecomer arrives 70 units away: it must enter.
+            vec![step(30, 481, 410)],
+            vec![step(30, 482, 410)],
+        ];
+        let s = gen::Scenario { config, ticks };
+        if let Err(e) = check::against_oracle(&s) {
+            panic!("{visibility:?}: {e}");
         }
     }
 }

@@ -11,16 +11,15 @@
 //! kept afterwards. The observer itself moving, a despawn near it, or a
 //! margin that runs out still rebuild the view, which sets a new margin.
 
+use super::incremental::{Place, Subject};
 use super::{Watcher, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::event::EventSink;
+use crate::grid::chebyshev;
 use crate::margin::{Key, Placed, Region, SIDE};
 use crate::scan::{dist2_raw, Reach};
 use crate::subject_pairs::{unpack, PairKind};
-
-use super::incremental::{Place, Subject};
-use crate::grid::chebyshev;
 
 impl World {
     /// After `view` was rebuilt: keeps a margin if its crowd was `ranked`
@@ -32,15 +31,17 @@ impl World {
             return;
         }
         self.margins.clear(view);
-        if ranked {
+        if keep {
             self.set_margin(view, reach);
         }
         self.sync_margin(reach.slot, view);
     }
 
+    /// Sets the margin of the crowd just ranked for `view`, if it filled
+    /// the view (see `margin.rs`).
     fn set_margin(&mut self, view: u32, reach: &Reach) {
         let max_view = self.config.max_view as usize;
-        if !self.keep_margins || max_view == 0 || self.ranked.len() < max_view {
+        if max_view == 0 || self.ranked.len() < max_view {
             return;
         }
         let side = SIDE.min(max_view);
@@ -168,7 +169,7 @@ impl World {
                 }
                 _ => None,
             };
-            let now = match shifted {
+            let (was, now) = match shifted {
                 Some((_, Placed::Margin)) => continue,
                 Some((was, placed)) => (was, placed == Placed::Kept),
                 None => {
@@ -176,7 +177,7 @@ impl World {
                     return self.rebuild_view(slot, sink);
                 }
             };
-            if let Some(kind) = event_kind(now.0, now.1, self.due.get(s)) {
+            if let Some(kind) = event_kind(was, now, self.due.get(s)) {
                 self.group.push((kind, id, s));
             }
         }
