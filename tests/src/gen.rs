@@ -695,19 +695,20 @@ pub fn calm(
 /// A town square: a crowd far larger than `max_view` at rest on a lattice
 /// (so that many of its distances tie), a few entities a tick stepping a
 /// few units and stopping again, now and then one walking off or arriving
-/// from anywhere, despawning or coming back. Full views then follow the
-/// steps around their cut-off far more often than anything forces them to
-/// be ranked again.
+/// from anywhere, despawning or coming back. Full views (`max_view` well
+/// under the crowd's 160) then follow the steps around their cut-off far
+/// more often than anything forces them to be ranked again.
 pub fn town(
     seed: u64,
     ticks: usize,
     visibility: Visibility,
     hysteresis: i32,
     movers: u64,
+    max_view: u32,
 ) -> Scenario {
     let config = Config {
         hysteresis: Fix::from_num(hysteresis),
-        max_view: 24,
+        max_view,
         ..at_rest_config(visibility)
     };
     let spawn = |id: u64, pos: Pos| Spawn {

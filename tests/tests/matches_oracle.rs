@@ -120,12 +120,30 @@ fn towns_match_oracle() {
     for visibility in [Visibility::Radius, Visibility::Grid] {
         for hysteresis in [0, 25] {
             for (seed, movers) in [(11, 1), (12, 6), (13, 24)] {
-                let s = gen::town(seed, 80, visibility, hysteresis, movers);
+                let s = gen::town(seed, 80, visibility, hysteresis, movers, 24);
                 if let Err(e) = check::against_oracle(&s) {
                     panic!("{visibility:?}, hysteresis {hysteresis}, {movers} movers: {e}");
                 }
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(lockgrid_tests::cases(8))]
+
+    /// Towns of any view size, hysteresis and stir.
+    #[test]
+    fn random_towns_match_oracle(
+        seed in any::<u64>(),
+        radius in any::<bool>(),
+        hysteresis in prop_oneof![Just(0), 0..40i32],
+        movers in 1..30u64,
+        max_view in 1..48u32,
+    ) {
+        let visibility = if radius { Visibility::Radius } else { Visibility::Grid };
+        let s = gen::town(seed, 50, visibility, hysteresis, movers, max_view);
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
     }
 }
 
