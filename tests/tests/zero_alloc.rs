@@ -1,8 +1,9 @@
 //! `step` never allocates in steady state: a counting global allocator
 //! watches thousands of ticks of a busy world (walkers, teleports, a crowd
 //! far beyond `max_view`, despawn/respawn churn, rejected commands), of calm
-//! worlds (views updated from a few changed subjects) and of a swarm (more
-//! such updates than their fixed room holds).
+//! worlds (views updated from a few changed subjects), of a town (culled
+//! views updated through their margins) and of a swarm (more such updates
+//! than their fixed room holds).
 //!
 //! This binary holds a single test so nothing else allocates while it
 //! measures.
@@ -65,6 +66,9 @@ fn step_does_not_allocate_after_warm_up() {
             let calm = gen::calm(0x5eed, ticks, visibility, 12, max_view);
             steady_state_is_allocation_free("calm", &calm, 5);
         }
+        // A crowd at rest: culled views updated through their margins.
+        let town = gen::town(0x5eed, ticks, visibility, 0, 6, 24);
+        steady_state_is_allocation_free("town", &town, 5);
         let swarm = gen::swarm(0x5eed, ticks, visibility);
         steady_state_is_allocation_free("swarm", &swarm, 100);
     }
