@@ -38,7 +38,8 @@ pub struct Config {
     /// Most entities alive at once.
     pub max_entities: u32,
     /// Most observers alive at once (each reserves `max_view` view slots in
-    /// each of the two halves of the view store).
+    /// each of the two halves of the view store, and 432 bytes for the
+    /// margin its view keeps while culled in a calm crowd).
     pub max_observers: u32,
     /// Most subjects one observer sees; nearer subjects win.
     pub max_view: u32,
