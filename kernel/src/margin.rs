@@ -106,6 +106,9 @@ pub(crate) struct Margins {
 pub(crate) const SIDE: usize = 8;
 const WIDTH: usize = 2 * SIDE;
 
+// The memory per observer the crate docs and `Config` state: 432 bytes.
+const _: () = assert!(WIDTH * size_of::<Entry>() + size_of::<Option<Head>>() == 432);
+
 const EMPTY: Entry = Entry {
     key: Key { dist2: 0, id: 0 },
     slot: 0,
