@@ -52,11 +52,13 @@ pub(super) struct Watcher {
     pub(super) ring: u32,
     /// The view's index, and [`MARGIN`] while the view has a margin:
     /// pairing learns it here, in the line it reads anyway, and only then
-    /// looks further (views are below 2^22).
+    /// looks further.
     view_and_flag: u32,
 }
 
 const MARGIN: u32 = 1 << 31;
+// View indices are below `max_observers ≤ max_entities ≤ MAX_ENTITIES`.
+const _: () = assert!(crate::config::MAX_ENTITIES <= MARGIN);
 
 impl Watcher {
     /// The observer's raw position.
@@ -77,6 +79,7 @@ impl Watcher {
         }
     }
 
+    /// The observer's view index.
     pub(super) fn view(&self) -> u32 {
         self.view_and_flag & !MARGIN
     }
