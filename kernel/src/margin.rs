@@ -372,4 +372,101 @@ mod tests {
         }
         assert!(!m.settle(4), "an emptied margin cannot fill the view");
     }
+
+    /// Sets the margin of `keys` (by slot; `None`: no candidate) the way a
+    /// rank does: `side` on each side of the cut-off, everything to the
+    /// last listed key. Returns the kept slots.
+    fn rank(m: &mut Margins, keys: &[Option<Key>], max_view: usize) -> Vec<bool> {
+        let mut sorted: Vec<(Key, u32)> = (0..keys.len() as u32)
+            .filter_map(|s| keys[s as usize].map(|k| (k, s)))
+            .collect();
+        sorted.sort_unstable();
+        let mut kept = vec![false; keys.len()];
+        for &(_, s) in sorted.iter().take(max_view) {
+            kept[s as usize] = true;
+        }
+        let side = SIDE.min(max_view);
+        let core = max_view - side;
+        let to = sorted.len().min(max_view + SIDE);
+        let listed = sorted.get(core..to).unwrap_or(&[]);
+        let hi = match sorted.len() > to {
+            true => listed.last().map_or(key(0, 0), |l| l.0),
+            false => key(u64::MAX, u64::MAX),
+        };
+        m.set(0, core as u32, listed, side, hi);
+        kept
+    }
+
+    #[test]
+    fn random_moves_keep_exactly_the_nearest() {
+        // 60 candidates on few distances (many ties), 20 kept, a handful
+        // moving each round: whatever the margin settles must be the 20
+        // smallest keys, and where it cannot tell it must say so.
+        const N: usize = 60;
+        const MAX_VIEW: usize = 20;
+        let mut rng = 0x5eedu64;
+        let mut next = |below: u64| {
+            rng = crate::digest::mix64(rng);
+            rng % below
+        };
+        let mut keys: Vec<Option<Key>> = (0..N as u64).map(|s| Some(key(next(40), s))).collect();
+        let mut m = Margins::new(1, N as u32);
+        let mut kept = rank(&mut m, &keys, MAX_VIEW);
+        let (mut settled, mut ranked) = (0, 0);
+        for _ in 0..4000 {
+            let mut moves = Vec::new();
+            for _ in 0..=next(4) {
+                let s = next(N as u64) as usize;
+                if moves.iter().any(|&(t, _, _)| t == s) {
+                    continue;
+                }
+                let to = (next(8) != 0).then(|| key(next(40), s as u64));
+                moves.push((s, keys[s], to));
+            }
+            let mut verdicts = Some(Vec::new());
+            assert!(m.begin(0));
+            for &(s, old, new) in &moves {
+                keys[s] = new;
+                match (m.shift(s as u32, old, new), verdicts.as_mut()) {
+                    (Some((was, placed)), Some(v)) => {
+                        assert_eq!(was, kept[s], "slot {s} kept before");
+                        match placed {
+                            Placed::Kept => v.push((s, true)),
+                            Placed::Dropped => v.push((s, false)),
+                            Placed::Margin => {}
+                        }
+                    }
+                    _ => verdicts = None,
+                }
+            }
+            let verdicts = verdicts.filter(|_| m.settle(MAX_VIEW));
+            let Some(mut verdicts) = verdicts else {
+                kept = rank(&mut m, &keys, MAX_VIEW);
+                ranked += 1;
+                continue;
+            };
+            for (s, was, now, moved) in m.entries() {
+                assert!(moved || was == kept[s as usize], "slot {s} kept before");
+                verdicts.push((s as usize, now));
+            }
+            m.commit(0);
+            for (s, now) in verdicts {
+                kept[s] = now;
+            }
+            let mut truth: Vec<(Key, usize)> =
+                (0..N).filter_map(|s| keys[s].map(|k| (k, s))).collect();
+            truth.sort_unstable();
+            let mut want = vec![false; N];
+            for &(_, s) in truth.iter().take(MAX_VIEW) {
+                want[s] = true;
+            }
+            assert_eq!(kept, want, "after {settled} settled rounds");
+            settled += 1;
+        }
+        // Both paths ran, and mostly the cheap one.
+        assert!(
+            settled > 2000 && ranked > 10,
+            "{settled} settled, {ranked} ranked"
+        );
+    }
 }
