@@ -75,7 +75,9 @@ impl Watcher {
             interest: e.interest,
             cell: e.cell,
             ring: e.ring,
-            view_and_flag: e.view,
+            // A non-observer's `NO_VIEW` loses its top bit: it is never
+            // paired, and must not read as a view with a margin.
+            view_and_flag: e.view & !MARGIN,
         }
     }
 
