@@ -377,7 +377,11 @@ impl World {
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             cutoffs: vec![u128::MAX; config.max_observers as usize],
-            margins: Margins::new(config.max_observers, config.max_entities),
+            // A view can only be culled if more than max_view others exist.
+            margins: match u64::from(config.max_view) + 1 < u64::from(config.max_entities) {
+                true => Margins::new(config.max_observers, config.max_entities),
+                false => Margins::new(0, 0),
+            },
             keep_margins: false,
             margin_keys: Vec::with_capacity(2 * SIDE),
             ties: Vec::with_capacity(n),
