@@ -108,11 +108,10 @@
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
-//! halves of 4-byte entries), then each observer's margin (432 bytes, where
-//! views can be culled at all), the
-//! per-entity records, the room for pairs and the copies (about 1.5 KB per
-//! entity in all where every entity is an observer): `step` never
-//! allocates.
+//! halves of 4-byte entries), then each observer's margin (432 bytes,
+//! where views can be culled at all), the per-entity records, the room for
+//! pairs and the copies (about 1.5 KB per entity in all where every entity
+//! is an observer): `step` never allocates.
 //!
 //! # Digest
 //!
