@@ -79,9 +79,10 @@
 //! off the margin in `O(p × 16)`. Observers whose own state changed, that
 //! lost a subject to a despawn, or whose margin ran out (or was never
 //! kept) are rebuilt instead, in `O(k + v + e log e)` each, with `k` the
-//! entities in its ring and `e` those entering. An entity that did not move, in a
-//! region where nothing moved, costs nothing. The pairs have room for 16
-//! per entity; a tick that needs more rebuilds every affected observer.
+//! entities in its ring and `e` those entering. An entity that did not
+//! move, in a region where nothing moved, costs nothing. The pairs have
+//! room for 16 per entity; a tick that needs more rebuilds every affected
+//! observer.
 //! When many subjects change, the observers' records are first copied out
 //! cell by cell (`O(observers + cells)`), so that each subject reads the
 //! observers of a row of its ring as one run; in radius mode the copy is
