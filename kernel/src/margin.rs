@@ -194,7 +194,7 @@ impl Margins {
         let Some(head) = self.open else {
             return false;
         };
-        let at = view as usize * WIDTH;
+        let (at, _) = room_of(view);
         let listed = self.entries.get(at..at + head.len as usize).unwrap_or(&[]);
         self.scratch.extend_from_slice(listed);
         true
@@ -303,10 +303,16 @@ impl Margins {
     }
 }
 
+/// Where the room of `view` starts and ends in [`Margins::entries`].
+fn room_of(view: u32) -> (usize, usize) {
+    let at = view as usize * WIDTH;
+    (at, at + WIDTH)
+}
+
 /// The room of `view` in [`Margins::entries`].
 fn entries_of(entries: &mut [Entry], view: u32) -> Option<&mut [Entry]> {
-    let at = view as usize * WIDTH;
-    entries.get_mut(at..at + WIDTH)
+    let (at, end) = room_of(view);
+    entries.get_mut(at..end)
 }
 
 #[cfg(test)]

@@ -785,7 +785,12 @@ impl World {
         }
         let e = &self.entities[slot as usize];
         if e.is_observer() {
+            // A new pairing record carries no margin; nor may the view: its
+            // keys were measured from where the observer stood.
             self.watchers[slot as usize] = Watcher::of(e);
+            if self.margins.any() {
+                self.margins.clear(e.view);
+            }
         }
         self.touch(slot, t);
         Ok(())

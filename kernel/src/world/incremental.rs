@@ -316,7 +316,7 @@ impl World {
         for &word in self.pairs.of(slot) {
             let (s, kind) = unpack(word);
             if kind == PairKind::Culled {
-                // Recorded against a margin the view no longer has.
+                // Only views with a margin get these; rebuild, never guess.
                 return self.rebuild_view(slot, sink);
             }
             let id = ids.id(s);
