@@ -222,6 +222,9 @@ pub struct World {
     /// Live observers.
     observers: u32,
     index: IdIndex,
+    /// The slot last looked up by id: see [`World::slot_of`]. Only a
+    /// guess, so no part of the state.
+    last_slot: u32,
     grid: Grid,
     views: Views,
     /// Observers per ring size; `max_ring` is the largest non-empty one.
@@ -352,6 +355,7 @@ impl World {
             count: 0,
             observers: 0,
             index: IdIndex::with_capacity(config.max_entities),
+            last_slot: u32::MAX,
             grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
             // A view holds distinct live entities, so it never needs more than max_entities.
             views: Views::new(
@@ -761,8 +765,23 @@ impl World {
         }
     }
 
+    /// The slot of the live entity `id`. Servers tend to send a tick's
+    /// commands in the order their entities were spawned, so the slot after
+    /// the last one looked up is tried first: that costs a look at a line
+    /// the command touches anyway, where the index's scattered probes miss
+    /// the cache.
+    fn slot_of(&mut self, id: EntityId) -> Option<u32> {
+        let next = self.last_slot.wrapping_add(1);
+        let slot = match self.entities.get(next as usize) {
+            Some(e) if e.alive && e.id == id => next,
+            _ => self.index.get(id)?,
+        };
+        self.last_slot = slot;
+        Some(slot)
+    }
+
     fn move_entity(&mut self, m: &Move, t: u64) -> Result<(), RejectReason> {
-        let slot = self.index.get(m.id).ok_or(RejectReason::UnknownEntity)?;
+        let slot = self.slot_of(m.id).ok_or(RejectReason::UnknownEntity)?;
         if m.speed < Fix::ZERO {
             return Err(RejectReason::Invalid);
         }
@@ -797,7 +816,7 @@ impl World {
     }
 
     fn despawn(&mut self, id: EntityId, t: u64) -> Result<(), RejectReason> {
-        let slot = self.index.get(id).ok_or(RejectReason::UnknownEntity)?;
+        let slot = self.slot_of(id).ok_or(RejectReason::UnknownEntity)?;
         let e = self.entities[slot as usize];
         if self.born[slot as usize] < t {
             // It was visible somewhere at the end of last tick, from there.

@@ -111,6 +111,35 @@ fn despawn_and_respawn_in_one_tick_is_a_new_incarnation() {
 }
 
 #[test]
+fn commands_reach_their_entity_whatever_slot_it_holds() {
+    let mut w = world(Visibility::Grid);
+    step(&mut w, &[npc(0, 10, 10), npc(1, 20, 20), npc(2, 30, 30)]);
+    // 9 takes the slot 1 leaves; 1 comes back in a new one.
+    step(
+        &mut w,
+        &[Command::Despawn { id: 1 }, npc(9, 40, 40), npc(1, 50, 50)],
+    );
+    // In spawn order, out of it, and after an id that is gone.
+    let ev = step(
+        &mut w,
+        &[mv(0, 11, 11), mv(1, 51, 51), mv(9, 41, 41), mv(2, 31, 31)],
+    );
+    assert!(ev.is_empty(), "{ev:?}");
+    // Slot 1 is vacant now, and a vacant slot reads as id 0.
+    step(&mut w, &[Command::Despawn { id: 9 }]);
+    let ev = step(
+        &mut w,
+        &[mv(0, 1, 1), mv(0, 12, 12), mv(9, 0, 0), mv(1, 52, 52)],
+    );
+    assert_eq!(kinds(&ev), [("rejected", 9, 0)]);
+    let at = |id| w.entity(id).map(|e| e.pos);
+    assert_eq!(at(0), Some(Pos::from_ints(12, 12)));
+    assert_eq!(at(1), Some(Pos::from_ints(52, 52)));
+    assert_eq!(at(2), Some(Pos::from_ints(31, 31)));
+    assert_eq!(at(9), None);
+}
+
+#[test]
 fn rejections_come_first_with_the_first_applicable_reason() {
     let mut w = world(Visibility::Grid);
     let ev = step(
