@@ -12,7 +12,7 @@ pub(crate) const fn mix64(mut z: u64) -> u64 {
 
 /// Hashes a sequence of 64-bit words: `h = mix64(h ^ w) + GOLDEN` per word,
 /// starting from a domain tag, then one more `mix64` over the word count.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct WordHasher {
     h: u64,
     n: u64,
@@ -63,22 +63,20 @@ impl Words {
     }
 }
 
-/// [`WordHasher`] over `L` inputs at once, each giving the same hash as
-/// alone. The chains are independent, so the CPU overlaps them instead of
-/// waiting on one multiply after another.
-pub(crate) fn hash_lanes<const L: usize>(domain: u64, lanes: &[Words; L]) -> [u64; L] {
-    let mut h = [domain; L];
+/// Advances `L` chains at once, each by its own lane's words, giving each
+/// the state it would reach alone. The chains are independent, so the CPU
+/// overlaps them instead of waiting on one multiply after another.
+#[inline(always)]
+pub(crate) fn chain_lanes<const L: usize>(chains: &mut [WordHasher; L], lanes: &[Words; L]) {
     let longest = lanes.iter().map(|l| l.len).max().unwrap_or(0);
     for k in 0..longest {
-        for (h, lane) in h.iter_mut().zip(lanes) {
-            let next = mix64(*h ^ lane.words[k]).wrapping_add(GOLDEN);
-            *h = if k < lane.len { next } else { *h };
+        for (c, lane) in chains.iter_mut().zip(lanes) {
+            let next = mix64(c.h ^ lane.words[k]).wrapping_add(GOLDEN);
+            let more = k < lane.len;
+            c.h = if more { next } else { c.h };
+            c.n += u64::from(more);
         }
     }
-    for (h, lane) in h.iter_mut().zip(lanes) {
-        *h = mix64(*h ^ lane.len as u64);
-    }
-    h
 }
 
 /// Domain tags keep entity, view and tick hashes apart.
@@ -144,18 +142,20 @@ mod tests {
     #[test]
     fn lanes_hash_like_one_hasher_each() {
         let mut lanes = [Words::new(); 3];
+        let mut chains = [WordHasher::new(DOMAIN_ENTITY); 3];
         for (i, lane) in lanes.iter_mut().enumerate() {
             for w in 0..(i as u64 * 7) {
                 lane.word(w * 0x1234_5678_9abc + i as u64);
             }
+            chains[i].word(i as u64);
         }
-        let got = hash_lanes(DOMAIN_ENTITY, &lanes);
-        for (lane, got) in lanes.iter().zip(got) {
-            let mut one = WordHasher::new(DOMAIN_ENTITY);
+        let starts = chains;
+        chain_lanes(&mut chains, &lanes);
+        for ((lane, got), mut one) in lanes.iter().zip(chains).zip(starts) {
             for &w in &lane.words[..lane.len] {
                 one.word(w);
             }
-            assert_eq!(got, one.finish());
+            assert_eq!(got.finish(), one.finish());
         }
     }
 }

@@ -125,9 +125,11 @@
 //!   z *= 0x94d049bb133111eb; z ^= z >> 31`.
 //! * `H(domain; w1..wn)`: `h = domain`; for each word `h = mix(h ^ w) +
 //!   0x9e3779b97f4a7c15`; result `mix(h ^ n)`.
-//! * entity term: `H("lgentity"; id, x, y, dir, speed, observer, radius,
-//!   layers, interest, 0)` when nothing was sent yet, else with the final
-//!   `0` replaced by `1, Lx, Ly, Ldir, Lspeed, T`.
+//! * entity term: `H("lgentity"; id, observer, radius, layers, interest, 0,
+//!   x, y, dir, speed)` when nothing was sent yet, else with the `0`
+//!   replaced by `1, Lx, Ly, Ldir, Lspeed, T`. The motion comes last so
+//!   that a move rehashes only its own four words: the chain up to them
+//!   changes only at spawn and when an update is sent.
 //! * view term: `H("lgview"; observer, subject)` for each visible pair.
 //! * config hash: `H("lgconfig"; origin x, origin y, cell_size, width_cells,
 //!   height_cells, visibility (grid 0, radius 1), hysteresis,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_RADIUS};
-use crate::digest::{hash_lanes, DigestSums, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY};
+use crate::digest::{chain_lanes, DigestSums, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY};
 use crate::event::{Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
@@ -150,20 +150,21 @@ impl Entity {
         }
     }
 
-    /// The entity's term in the digest (see the crate docs, "Digest").
-    fn digest_term(&self) -> u64 {
-        let [term] = hash_lanes(DOMAIN_ENTITY, &[self.digest_words()]);
-        term
+    /// The entity's term in the digest (see the crate docs, "Digest"),
+    /// with its hash chain over [`Entity::head_words`].
+    fn digest_term(&self) -> (u64, WordHasher) {
+        let mut head = [WordHasher::new(DOMAIN_ENTITY)];
+        chain_lanes(&mut head, &[self.head_words()]);
+        let mut term = head;
+        chain_lanes(&mut term, &[self.motion_words()]);
+        (term[0].finish(), head[0])
     }
 
-    /// What [`Entity::digest_term`] hashes.
-    fn digest_words(&self) -> Words {
+    /// The words of the digest term that change only at spawn or when an
+    /// update is sent.
+    fn head_words(&self) -> Words {
         let mut h = Words::new();
         h.word(self.id)
-            .word(self.cur.pos.x.to_bits() as u64)
-            .word(self.cur.pos.y.to_bits() as u64)
-            .word(u64::from(self.cur.dir))
-            .word(self.cur.speed.to_bits() as u64)
             .word(u64::from(self.is_observer()))
             .word(self.radius.to_bits() as u64)
             .word(u64::from(self.layers))
@@ -178,6 +179,16 @@ impl Entity {
                 .word(s.motion.speed.to_bits() as u64)
                 .word(s.tick),
         };
+        h
+    }
+
+    /// The words of the digest term that follow its head: the motion.
+    fn motion_words(&self) -> Words {
+        let mut h = Words::new();
+        h.word(self.cur.pos.x.to_bits() as u64)
+            .word(self.cur.pos.y.to_bits() as u64)
+            .word(u64::from(self.cur.dir))
+            .word(self.cur.speed.to_bits() as u64);
         h
     }
 }
@@ -295,6 +306,11 @@ pub struct World {
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
+    /// Per slot: its entity's digest term hashed as far as the words that
+    /// change only at spawn or when an update is sent
+    /// ([`Entity::head_words`]), so that a move hashes only its motion.
+    /// Apart from the entities because it is read only when they settle.
+    heads: Vec<WordHasher>,
     /// Id of each slot's entity; views hold slots only.
     ids: SlotIds,
     /// Subjects whose update is due this tick.
@@ -402,6 +418,7 @@ impl World {
                 rebuild: vec![0; n],
             },
             born: vec![u64::MAX; n],
+            heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
             ids: SlotIds::new(config.max_entities),
             due: SlotBits::new(config.max_entities),
             marks: ViewMarks::new(config.max_entities),
@@ -1187,27 +1204,41 @@ impl World {
 
     /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its
     /// digest term, and keep it pending while it differs from what was
-    /// sent. Terms are hashed four at a time (see [`hash_lanes`]).
+    /// sent. Terms are hashed four at a time (see [`chain_lanes`]); a term's
+    /// head only when an update was sent.
     fn settle_touched(&mut self) {
         const LANES: usize = 4;
         for k in (0..self.touched.len()).step_by(LANES) {
             let mut slots = [None; LANES];
-            let mut words = [Words::new(); LANES];
+            let mut heads = [WordHasher::new(DOMAIN_ENTITY); LANES];
+            let mut head_words = [Words::new(); LANES];
+            let mut motions = [Words::new(); LANES];
             for (lane, &slot) in self.touched[k..].iter().take(LANES).enumerate() {
+                // Its head changes only when an update is sent, and one
+                // always is at spawn (nothing sent yet is due).
+                let new_head = self.due.get(slot);
                 self.due.clear(slot);
                 let e = &mut self.entities[slot as usize];
                 if e.alive {
                     e.prev = e.cur;
-                    words[lane] = e.digest_words();
+                    match new_head {
+                        true => head_words[lane] = e.head_words(),
+                        false => heads[lane] = self.heads[slot as usize],
+                    }
+                    motions[lane] = e.motion_words();
                     slots[lane] = Some(slot);
                 }
             }
-            let terms = hash_lanes(DOMAIN_ENTITY, &words);
-            for (slot, term) in slots.into_iter().zip(terms) {
+            chain_lanes(&mut heads, &head_words);
+            let mut terms = heads;
+            chain_lanes(&mut terms, &motions);
+            for ((slot, head), term) in slots.into_iter().zip(heads).zip(terms) {
                 let Some(slot) = slot else { continue };
+                let term = term.finish();
                 let e = &mut self.entities[slot as usize];
                 self.sums.entities = self.sums.entities.wrapping_sub(e.hash).wrapping_add(term);
                 e.hash = term;
+                self.heads[slot as usize] = head;
                 if e.sent.map(|s| s.motion) != Some(e.cur) {
                     self.pending.push(slot);
                 }
@@ -1258,7 +1289,7 @@ impl World {
         };
         let e = &mut self.entities[slot as usize];
         e.sent = sent;
-        e.hash = e.digest_term();
+        (e.hash, self.heads[slot as usize]) = e.digest_term();
         self.sums.entities = self.sums.entities.wrapping_add(e.hash);
         if e.sent.map(|s| s.motion) != Some(e.cur) {
             self.pending.push(slot);

@@ -65,10 +65,6 @@ pub fn of_parts<'a>(
     for (e, sent, view) in entities {
         let mut words = vec![
             e.id,
-            bits(e.pos.x),
-            bits(e.pos.y),
-            u64::from(e.dir),
-            bits(e.speed),
             u64::from(e.observer),
             bits(e.radius),
             u64::from(e.layers),
@@ -85,6 +81,12 @@ pub fn of_parts<'a>(
                 s.tick,
             ]),
         }
+        words.extend([
+            bits(e.pos.x),
+            bits(e.pos.y),
+            u64::from(e.dir),
+            bits(e.speed),
+        ]);
         count += 1;
         entity_sum = entity_sum.wrapping_add(h("lgentity", &words));
         for &subject in view {

@@ -12,14 +12,14 @@ use lockgrid_tests::{check, gen};
 
 /// Fixture name → final digest, as 16 hex digits.
 const GOLDEN: &[(&str, &str)] = &[
-    ("cell_border", "c500f84979d843d7"),
-    ("hysteresis_band", "031485f7d0552816"),
-    ("crowd_beyond_max_view", "340daac825b69844"),
-    ("observer_spawns_into_crowd", "6f964d5c22cd5805"),
-    ("despawn_respawn_same_tick", "25d0de653dc37108"),
-    ("rejected_commands", "f509dfce1e8cc7a7"),
-    ("npc_area_observer_walks", "f9734ccf41de943d"),
-    ("update_throttle", "d4a638a8d3ca4ff4"),
+    ("cell_border", "3248e1469a6b2641"),
+    ("hysteresis_band", "1dae9d817485ac85"),
+    ("crowd_beyond_max_view", "084cb07dc3fb7f4c"),
+    ("observer_spawns_into_crowd", "09d5de54e0294f5e"),
+    ("despawn_respawn_same_tick", "a57c25a1da439196"),
+    ("rejected_commands", "c4d1bb72787d6baa"),
+    ("npc_area_observer_walks", "100c600f5bd2f427"),
+    ("update_throttle", "e88572c307105439"),
 ];
 
 fn load(name: &str) -> Scenario {

@@ -6,10 +6,13 @@ use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn, Visibility};
 /// First eight bytes of every journal file.
 pub const MAGIC: [u8; 8] = *b"LGJOURNL";
 /// Format version written by this build; readers refuse any other.
-pub const VERSION: u32 = 1;
-/// Encoded size of a [`Config`] in a version-1 header.
+/// Version 2 changed no byte, only the digest its records carry (the
+/// kernel's entity term), so that a version-1 journal is refused rather
+/// than replayed into a false divergence at tick 1.
+pub const VERSION: u32 = 2;
+/// Encoded size of a [`Config`] in a header.
 pub const CONFIG_LEN: usize = 71;
-/// Size of a version-1 header: magic, version, config length, config, CRC.
+/// Size of a header: magic, version, config length, config, CRC.
 pub const HEADER_LEN: usize = 8 + 4 + 4 + CONFIG_LEN + 4;
 /// Bytes before a record's payload: payload length and CRC.
 pub const RECORD_PREFIX: usize = 8;
@@ -333,8 +336,14 @@ mod tests {
         };
         let bytes = encode_header(&config);
         assert_eq!(bytes.len(), 91);
-        assert_eq!(&bytes[..12], b"LGJOURNL\x01\x00\x00\x00");
+        assert_eq!(&bytes[..12], b"LGJOURNL\x02\x00\x00\x00");
         assert_eq!(decode_header(&bytes), Ok(config));
+        // Version 1 had these bytes but another digest: refused, not replayed.
+        let mut v1 = bytes;
+        v1[8] = 1;
+        let crc = crc32fast::hash(&v1[..HEADER_LEN - 4]);
+        v1[HEADER_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_header(&v1), Err(HeaderFault::Version(1)));
     }
 
     #[test]
