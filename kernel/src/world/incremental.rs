@@ -372,6 +372,7 @@ impl World {
         // go before the first larger id; both lists ascend by id.
         let (group, ids) = (&self.group, &self.ids);
         self.views.rewrite(view, |old, out| {
+            let old = stream_in(old);
             let at = |id| ids.search(old, id).unwrap_or_else(|p| p);
             let leaves = group.iter().filter(|g| g.0 == PairKind::Leave);
             let enters = group.iter().filter(|g| g.0 == PairKind::Enter);
@@ -384,6 +385,16 @@ impl World {
         });
         events
     }
+}
+
+/// Reads `view` once in order and returns it. A binary search jumps across
+/// the view's cache lines, and in a view not read lately each jump misses;
+/// read in order first, the lines stream in ahead of the reads and the
+/// searches find them in cache (calm-10k grid: a fifth of the tick). The
+/// splice after the searches reads every line anyway.
+fn stream_in(view: &[u32]) -> &[u32] {
+    core::hint::black_box(view.iter().fold(0, |a, &s| a ^ s));
+    view
 }
 
 /// Writes `old` into `out` without the entries at the places in `remove`,
