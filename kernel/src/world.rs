@@ -194,6 +194,7 @@ impl Entity {
 }
 
 /// How a touched subject may change views this tick.
+#[derive(Clone, Copy)]
 struct ViewChange {
     /// Spawned this tick.
     fresh: bool,
@@ -252,6 +253,9 @@ pub struct World {
 
     // Scratch, sized at construction and reused every tick.
     touched: Vec<u32>,
+    /// Each touched subject's [`ViewChange`] (`None`: not alive), when
+    /// [`World::paired_by_cells`] worked them out for the whole tick.
+    changes: Vec<Option<ViewChange>>,
     gone: Vec<u32>,
     affected: Vec<(EntityId, u32)>,
     /// How many affected observers are rebuilt this tick.
@@ -384,6 +388,7 @@ impl World {
             by_id_clean: true,
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
+            changes: Vec::with_capacity(n),
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
             rebuilds: 0,
@@ -549,7 +554,12 @@ impl World {
             }
         }
         for k in 0..self.touched.len() {
-            self.evaluate_subject(self.touched[k], t, !mark_all, cells_only);
+            let slot = self.touched[k];
+            let change = match cells_only {
+                true => self.changes[k],
+                false => self.view_change(slot, t, false),
+            };
+            self.evaluate_subject(slot, change, t, !mark_all);
         }
         // Observers not rebuilt apply their subjects' pairs; when those did
         // not all fit, every affected observer is rebuilt instead.
@@ -622,18 +632,22 @@ impl World {
     /// that are new, crossed a cell border or are due need pairing. Their
     /// number, unless this is not grid mode, some view is full, or so many
     /// subjects cross that their edits would reach nearly every view and
-    /// rebuilding is cheaper (`None`).
-    fn paired_by_cells(&self, t: u64) -> Option<usize> {
+    /// rebuilding is cheaper (`None`). With `Some`, `changes` holds every
+    /// touched subject's change.
+    fn paired_by_cells(&mut self, t: u64) -> Option<usize> {
+        self.changes.clear();
         if self.config.visibility != Visibility::Grid || self.views.any_full() {
             return None;
         }
         let (mut crossed, mut paired) = (0u64, 0);
         let (touched, observers) = (self.touched.len() as u64, u64::from(self.observers));
         for (seen, &slot) in (1..).zip(&self.touched) {
-            if let Some(c) = self.view_change(slot, t, true) {
+            let change = self.view_change(slot, t, true);
+            if let Some(c) = change {
                 crossed += u64::from(c.relocated);
                 paired += usize::from(c.relocated || c.due);
             }
+            self.changes.push(change);
             // More than one in 32 per observer: give up as soon as the
             // share crossing so far says so.
             if crossed * 32 * touched >= observers * seen.max(64) {
@@ -898,9 +912,10 @@ impl World {
     }
 
     /// Decides whether a changed or pending subject is due, and pairs it
-    /// with every observer whose view it enters, leaves or updates in.
-    fn evaluate_subject(&mut self, slot: u32, t: u64, mark: bool, cells_only: bool) {
-        let Some(change) = self.view_change(slot, t, cells_only) else {
+    /// with every observer whose view it enters, leaves or updates in;
+    /// `change` is its [`World::view_change`].
+    fn evaluate_subject(&mut self, slot: u32, change: Option<ViewChange>, t: u64, mark: bool) {
+        let Some(change) = change else {
             return;
         };
         if change.due {
