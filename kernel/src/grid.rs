@@ -165,6 +165,8 @@ pub(crate) struct Grid {
     columns: Columns,
     all: MemberLists,
     observers: Lists,
+    /// Observers per cell.
+    observer_counts: Vec<u32>,
 }
 
 /// An inclusive rectangle of cells, already clamped to the grid.
@@ -229,6 +231,7 @@ impl Grid {
             columns: Columns::new(width),
             all: MemberLists::new(cells, slots as usize),
             observers: Lists::new(cells, slots as usize),
+            observer_counts: vec![0; cells],
         }
     }
 
@@ -268,6 +271,7 @@ impl Grid {
         self.all.insert(cell, slot, member);
         if observer {
             self.observers.insert(cell, slot);
+            self.observer_counts[cell as usize] += 1;
         }
     }
 
@@ -275,6 +279,7 @@ impl Grid {
         self.all.remove(cell, slot);
         if observer {
             self.observers.remove(cell, slot);
+            self.observer_counts[cell as usize] -= 1;
         }
     }
 
@@ -299,6 +304,14 @@ impl Grid {
     /// Appends the observer slots of every cell in `cells` to `out`.
     pub(crate) fn observers_in(&self, cells: impl Iterator<Item = u32>, out: &mut Vec<u32>) {
         self.observers.extend_from(cells, out);
+    }
+
+    /// How many observers stand in `cells`.
+    pub(crate) fn observers_counted(&self, cells: CellRect) -> u64 {
+        cells
+            .cells()
+            .map(|c| u64::from(self.observer_counts[c as usize]))
+            .sum()
     }
 
     /// The observer slots of one cell.

@@ -92,11 +92,14 @@
 //! In grid mode visibility follows cells, so while no view is full, a move
 //! inside its cell is no change: only subjects that cross a cell border
 //! (or are due an update) are paired, and only observers that cross one
-//! are rebuilt. When more than one subject in 32 per observer crosses, the
-//! edits would touch nearly every view and the tick rebuilds instead.
+//! are rebuilt. The tick rebuilds every view instead when those subjects
+//! have, around their old and new cells, more than an eighth as many
+//! observers as there are visible pairs: pairing one observer costs about
+//! eight times as much as rebuilding one pair (grid observers are counted
+//! per cell, so the estimate is a sum over each subject's ring).
 //!
-//! When at least as many entities changed as there are observers, pairing
-//! would cost more than rebuilding every view, so every observer is rebuilt
+//! Otherwise, when at least as many entities changed as there are
+//! observers, pairing would cost more than rebuilding every view, so every observer is rebuilt
 //! instead, scanning a sorted copy of the world made by one walk of the
 //! cells (`O(entities + cells)`), which keeps each row of a ring contiguous
 //! in memory. The same copy serves once rebuilt observers are more than

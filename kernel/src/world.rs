@@ -206,6 +206,13 @@ struct ViewChange {
     due: bool,
 }
 
+/// What pairing a subject with one observer around it costs, in rebuilds
+/// of one visible pair (see [`World::paired_by_cells`]). Measured: at 8,
+/// uniform-10k grid pairs (its subjects reach a tenth of the visible
+/// pairs' worth of observers) and teleport-10k grid rebuilds (a fifth),
+/// each the faster choice there; at 4, teleport-10k paired and lost 15%.
+const PAIRING_COST: u64 = 8;
+
 /// Room in [`SubjectPairs`] per entity: enough for a tick in which a few
 /// percent of a crowded world move, each pair one event.
 const PAIRS_PER_ENTITY: u32 = 16;
@@ -523,7 +530,10 @@ impl World {
         let changes = paired_by_cells.unwrap_or(self.touched.len());
         // When most of the world changed, finding the affected observers
         // costs more than rebuilding every view: take them all.
-        let mark_all = changes + self.gone.len() >= self.observers as usize;
+        let mark_all = match cells_only {
+            true => false,
+            false => changes + self.gone.len() >= self.observers as usize,
+        };
         // The copy costs about as much as pairing a hundredth as many
         // subjects through the cell lists.
         let cells = self.config.width_cells * self.config.height_cells;
@@ -630,29 +640,37 @@ impl World {
     /// In grid mode, while no view is full (so none is culled by
     /// distance), a move inside its cell changes no view: only subjects
     /// that are new, crossed a cell border or are due need pairing. Their
-    /// number, unless this is not grid mode, some view is full, or so many
-    /// subjects cross that their edits would reach nearly every view and
-    /// rebuilding is cheaper (`None`). With `Some`, `changes` holds every
-    /// touched subject's change.
+    /// number, unless this is not grid mode, some view is full, or pairing
+    /// them would cost more than rebuilding every view (`None`). With
+    /// `Some`, `changes` holds every touched subject's change.
     fn paired_by_cells(&mut self, t: u64) -> Option<usize> {
         self.changes.clear();
         if self.config.visibility != Visibility::Grid || self.views.any_full() {
             return None;
         }
-        let (mut crossed, mut paired) = (0u64, 0);
-        let (touched, observers) = (self.touched.len() as u64, u64::from(self.observers));
-        for (seen, &slot) in (1..).zip(&self.touched) {
+        // Pairing a subject costs about a pass over the observers around
+        // where it was and is; rebuilding, a pass over every visible pair.
+        let budget = self.sums.pair_count;
+        let (mut reach, mut paired) = (0u64, 0);
+        for k in 0..self.touched.len() {
+            let slot = self.touched[k];
             let change = self.view_change(slot, t, true);
-            if let Some(c) = change {
-                crossed += u64::from(c.relocated);
-                paired += usize::from(c.relocated || c.due);
+            if let Some(c) = change.filter(|c| c.relocated || c.due) {
+                paired += 1;
+                let e = &self.entities[slot as usize];
+                let before = match c.fresh {
+                    true => None,
+                    false => self.cell_index(e.prev.pos),
+                };
+                for cell in before.into_iter().chain([e.cell]) {
+                    let around = self.grid.ring(cell, self.max_ring);
+                    reach += self.grid.observers_counted(around);
+                }
+                if reach * PAIRING_COST >= budget {
+                    return None;
+                }
             }
             self.changes.push(change);
-            // More than one in 32 per observer: give up as soon as the
-            // share crossing so far says so.
-            if crossed * 32 * touched >= observers * seen.max(64) {
-                return None;
-            }
         }
         Some(paired)
     }
