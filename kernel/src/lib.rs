@@ -99,16 +99,16 @@
 //! per cell, so the estimate is a sum over each subject's ring).
 //!
 //! Otherwise, when at least as many entities changed as there are
-//! observers, pairing would cost more than rebuilding every view, so every observer is rebuilt
-//! instead, scanning a sorted copy of the world made by one walk of the
-//! cells (`O(entities + cells)`), which keeps each row of a ring contiguous
-//! in memory. The same copy serves once rebuilt observers are more than
-//! about 1.5% of the entities, and when they are a sixteenth, every view is
-//! streamed into fresh storage, the others copied unchanged. In radius mode
-//! the copy is sorted into squares of about a third of a cell, so a rebuild
-//! scans the bounding box of its disc rather than its whole ring. The new
-//! views are then written one after another in rebuild order, so the next
-//! such tick reads them as a stream.
+//! observers, pairing would cost more than rebuilding every view, so every
+//! observer is rebuilt instead, scanning a sorted copy of the world made by
+//! one walk of the cells (`O(entities + cells)`), which keeps each row of a
+//! ring contiguous in memory. The same copy serves once rebuilt observers
+//! are more than about 1.5% of the entities, and when they are a sixteenth,
+//! every view is streamed into fresh storage, the others copied unchanged.
+//! In radius mode the copy is sorted into squares of about a third of a
+//! cell, so a rebuild scans the bounding box of its disc rather than its
+//! whole ring. The new views are then written one after another in rebuild
+//! order, so the next such tick reads them as a stream.
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two

@@ -529,7 +529,8 @@ impl World {
         let cells_only = paired_by_cells.is_some();
         let changes = paired_by_cells.unwrap_or(self.touched.len());
         // When most of the world changed, finding the affected observers
-        // costs more than rebuilding every view: take them all.
+        // costs more than rebuilding every view: take them all. Pairing by
+        // cells has weighed that already.
         let mark_all = match cells_only {
             true => false,
             false => changes + self.gone.len() >= self.observers as usize,
