@@ -121,7 +121,11 @@ impl fmt::Display for JournalError {
                 write!(f, "the file ({len} bytes) is shorter than a journal header")
             }
             JournalError::BadMagic => f.write_str("not a lockgrid journal (bad magic)"),
-            JournalError::UnsupportedVersion(v) => write!(f, "unsupported journal version {v}"),
+            JournalError::UnsupportedVersion(v) => write!(
+                f,
+                "unsupported journal version {v} (this build reads version {})",
+                super::VERSION
+            ),
             JournalError::BadConfigLength(n) => write!(f, "bad config length {n} in the header"),
             JournalError::HeaderChecksum => f.write_str("header CRC mismatch"),
             JournalError::BadVisibility(v) => write!(f, "unknown visibility code {v} in the header"),

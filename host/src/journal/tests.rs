@@ -194,6 +194,15 @@ fn damaged_headers_are_typed_errors() {
         };
         assert!(expected, "byte {byte}: {err:?}");
     }
+    // A journal from another version says which one this build reads.
+    let mut bytes = full;
+    bytes[8] = 1;
+    std::fs::write(&bad, &bytes).unwrap();
+    let err = Journal::open(&bad, SyncPolicy::EveryTick).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "unsupported journal version 1 (this build reads version 2)"
+    );
 }
 
 #[test]

@@ -45,7 +45,10 @@ impl fmt::Display for SnapshotError {
             SnapshotError::Io(e) => write!(f, "{e}"),
             SnapshotError::Truncated => f.write_str("truncated snapshot file"),
             SnapshotError::BadMagic => f.write_str("not a lockgrid snapshot (bad magic)"),
-            SnapshotError::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
+            SnapshotError::UnsupportedVersion(v) => write!(
+                f,
+                "unsupported snapshot version {v} (this build reads version {SNAPSHOT_VERSION})"
+            ),
             SnapshotError::Checksum => f.write_str("snapshot CRC mismatch"),
             SnapshotError::Decode(e) => write!(f, "snapshot payload does not decode: {e}"),
             SnapshotError::HeaderMismatch => {
