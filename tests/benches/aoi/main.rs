@@ -26,13 +26,15 @@ use std::fmt::Write as _;
 use lockgrid_kernel::{Command, EntityId, Visibility, World};
 
 use adapter::{Adapter, Peer};
-use measure::{floor_ns_per_pair, live_bytes, measured, Samples, Tally};
+use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
 use workload::{Kind, Spec, Stream, MAX_VIEW};
 
 const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
-           [--lockgrid-only] [--ticks N]
+           [--lockgrid-only] [--cold] [--ticks N]
   --quick      few ticks per workload, skips N = 100k unless named: a smoke run
   --lockgrid-only  time only the comparable lockgrid row (for profiling the kernel)
+  --cold       sweep 64 MiB through the caches before every timed step, as the
+               peers do in a full run (use with --lockgrid-only)
   --ticks      timed ticks per contender, overriding the plan
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k)
@@ -41,6 +43,7 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
 struct Options {
     quick: bool,
     lockgrid_only: bool,
+    cold: bool,
     ticks: Option<u64>,
     only: Vec<String>,
     modes: Vec<Visibility>,
@@ -50,6 +53,7 @@ fn options() -> Options {
     let mut o = Options {
         quick: false,
         lockgrid_only: false,
+        cold: false,
         ticks: None,
         only: Vec::new(),
         modes: vec![Visibility::Grid, Visibility::Radius],
@@ -61,6 +65,7 @@ fn options() -> Options {
             "--bench" => {}
             "--quick" => o.quick = true,
             "--lockgrid-only" => o.lockgrid_only = true,
+            "--cold" => o.cold = true,
             "--ticks" => {
                 let v = args.next().and_then(|v| v.parse().ok());
                 o.ticks = Some(v.unwrap_or_else(|| die("--ticks needs a number")));
@@ -374,6 +379,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         .iter_mut()
         .filter_map(|(_, e)| e.as_mut().ok())
         .collect();
+    let mut evictor = opts.cold.then(Evictor::new);
     for tick in 1..=p.warm + p.timed {
         stream.next_tick(&mut commands);
         let n = live.len();
@@ -383,6 +389,9 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
                 continue;
             }
             let mut tally = Tally::default();
+            if let Some(evictor) = &mut evictor {
+                evictor.sweep();
+            }
             let before = live_bytes();
             let (_, dt, allocs) = measured(|| e.contender.step(&commands, &mut tally));
             e.bytes += live_bytes() - before;

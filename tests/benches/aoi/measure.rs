@@ -29,6 +29,30 @@ pub fn measured<R>(f: impl FnOnce() -> R) -> (R, Duration, u64) {
     (r, elapsed, (c.allocations + c.reallocations) as u64)
 }
 
+/// A buffer larger than the last-level cache, written through between
+/// ticks so that the next one starts with caches as cold as a full run
+/// leaves them, where every peer runs through its own data in between.
+pub struct Evictor {
+    lines: Vec<u64>,
+}
+
+impl Evictor {
+    /// 64 MiB: twice the largest L3 this benchmark has run on.
+    pub fn new() -> Evictor {
+        Evictor {
+            lines: vec![0; 64 << 20 >> 3],
+        }
+    }
+
+    /// Dirties one word of every cache line.
+    pub fn sweep(&mut self) {
+        for line in self.lines.iter_mut().step_by(8) {
+            *line = line.wrapping_add(1);
+        }
+        black_box(&mut self.lines);
+    }
+}
+
 /// Counts a tick's events by kind, the same cheap way for every contender.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tally {
