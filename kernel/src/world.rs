@@ -530,11 +530,9 @@ impl World {
         let changes = paired_by_cells.unwrap_or(self.touched.len());
         // When most of the world changed, finding the affected observers
         // costs more than rebuilding every view: take them all. Pairing by
-        // cells has weighed that already.
-        let mark_all = match cells_only {
-            true => false,
-            false => changes + self.gone.len() >= self.observers as usize,
-        };
+        // cells has weighed its subjects already, not the despawned.
+        let unweighed = if cells_only { 0 } else { changes };
+        let mark_all = unweighed + self.gone.len() >= self.observers as usize;
         // The copy costs about as much as pairing a hundredth as many
         // subjects through the cell lists.
         let cells = self.config.width_cells * self.config.height_cells;
