@@ -1145,7 +1145,7 @@ impl World {
                 // remain to be placed, and for an Update.
                 if !kept {
                     let subject = ids.old(s);
-                    change_view(sink, sums, Event::Leave { observer, subject });
+                    send_leave(sink, sums, observer, subject);
                     leaves += 1;
                     continue;
                 }
@@ -1169,8 +1169,7 @@ impl World {
         let mut events = leaves;
         for &(id, s) in &self.entered {
             self.marks.clear(s);
-            let enter = self.enter(observer, id, s);
-            change_view(sink, &mut self.sums, enter);
+            send_enter(sink, &mut self.sums, observer, id, &self.shown[s as usize]);
             events += 1;
         }
         for &(subject, s) in &self.updates {
@@ -1205,20 +1204,6 @@ impl World {
             axis_span(y, by, c.origin.y, c.cell_size, c.height_cells),
         );
         (ring, (x, y, by), by_squares)
-    }
-
-    /// The Enter event of the subject at `slot`, with its current state.
-    #[inline(always)]
-    fn enter(&self, observer: EntityId, subject: EntityId, slot: u32) -> Event {
-        let m = &self.shown[slot as usize];
-        Event::Enter {
-            observer,
-            subject,
-            pos: m.pos,
-            dir: m.dir,
-            speed: m.speed,
-            layers: m.layers,
-        }
     }
 
     /// The Update event of the subject at `slot`, with its current state.
@@ -1279,18 +1264,39 @@ impl World {
     }
 }
 
-/// Sends a view's Leave or Enter and keeps the digest's sum of view pairs
-/// in step with it, so that no view changes without its digest term.
+/// Sends a Leave and takes its pair out of the digest's sum of view pairs,
+/// so that no view loses a subject without its term.
 #[inline(always)]
-fn change_view<S: EventSink>(sink: &mut S, sums: &mut DigestSums, event: Event) {
-    match event {
-        Event::Enter {
-            observer, subject, ..
-        } => sums.add_pair(observer, subject),
-        Event::Leave { observer, subject } => sums.remove_pair(observer, subject),
-        _ => {}
-    }
-    sink.event(event);
+fn send_leave<S: EventSink>(
+    sink: &mut S,
+    sums: &mut DigestSums,
+    observer: EntityId,
+    subject: EntityId,
+) {
+    sums.remove_pair(observer, subject);
+    sink.event(Event::Leave { observer, subject });
+}
+
+/// Sends an Enter carrying what the subject shows and adds its pair to the
+/// digest's sum of view pairs, so that no view gains a subject without its
+/// term.
+#[inline(always)]
+fn send_enter<S: EventSink>(
+    sink: &mut S,
+    sums: &mut DigestSums,
+    observer: EntityId,
+    subject: EntityId,
+    shown: &Shown,
+) {
+    sums.add_pair(observer, subject);
+    sink.event(Event::Enter {
+        observer,
+        subject,
+        pos: shown.pos,
+        dir: shown.dir,
+        speed: shown.speed,
+        layers: shown.layers,
+    });
 }
 
 /// Restore support: rebuilding internal structures from canonical state.

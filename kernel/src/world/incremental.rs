@@ -15,10 +15,10 @@
 //! can swap who is kept) is rebuilt instead, unless its view keeps a margin
 //! around its cut-off (see `culled.rs`).
 
-use super::{change_view, Entity, World};
+use super::{send_enter, send_leave, Entity, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
-use crate::event::{Event, EventSink};
+use crate::event::EventSink;
 use crate::fixed_point::Pos;
 use crate::grid::chebyshev;
 use crate::scan::{dist2_raw, radius_rule};
@@ -350,12 +350,12 @@ impl World {
         for &(kind, subject, s) in &self.group {
             match kind {
                 PairKind::Leave => {
-                    change_view(sink, &mut self.sums, Event::Leave { observer, subject });
+                    send_leave(sink, &mut self.sums, observer, subject);
                     changes += 1;
                 }
                 PairKind::Enter => {
-                    let enter = self.enter(observer, subject, s);
-                    change_view(sink, &mut self.sums, enter);
+                    let shown = &self.shown[s as usize];
+                    send_enter(sink, &mut self.sums, observer, subject, shown);
                     changes += 1;
                 }
                 // Resolved pairs are Leaves, Enters and Updates only.
