@@ -3,7 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use lockgrid_host::journal::{Journal, JournalReader, SyncPolicy};
+// The journal types are for `rewrite_journal`, shared with the unit tests.
+use lockgrid_host::journal::{Journal, JournalReader, Record, SyncPolicy};
+
+mod rewrite_journal;
+use rewrite_journal::rewrite_journal;
 
 fn lockgrid(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockgrid"))
@@ -69,24 +73,11 @@ fn verify_names_the_first_divergent_tick() {
     let dir = tmp.path().join("data");
     recorded(&dir);
     // Journal a wrong digest for tick 17, with a valid CRC.
-    let path = dir.join("journal.lgj");
-    let mut reader = JournalReader::open(&path).unwrap();
-    let config = *reader.config();
-    let mut records = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        records.push(r);
-    }
-    std::fs::remove_file(&path).unwrap();
-    let mut journal = Journal::create(&path, &config, SyncPolicy::Never).unwrap();
-    for r in records {
-        let digest = if r.tick == 17 {
-            r.digest.wrapping_add(1)
-        } else {
-            r.digest
-        };
-        journal.append(r.tick, &r.commands, digest).unwrap();
-    }
-    journal.close().unwrap();
+    rewrite_journal(&dir.join("journal.lgj"), |r| {
+        if r.tick == 17 {
+            r.digest = r.digest.wrapping_add(1);
+        }
+    });
 
     let out = lockgrid(&["replay", "--verify"], &dir);
     assert_eq!(out.status.code(), Some(1));

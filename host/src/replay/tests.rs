@@ -32,23 +32,9 @@ fn record(dir: &Path, scenario: &Scenario, snapshot_every: u64) -> Vec<u64> {
     digests
 }
 
-/// Rewrites the journal of `dir` through `edit(record)`, keeping every digest as journaled.
-fn tamper(dir: &Path, edit: impl Fn(&mut Record)) {
-    let path = journal_path(dir);
-    let mut reader = JournalReader::open(&path).unwrap();
-    let config = *reader.config();
-    let mut records = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        records.push(r);
-    }
-    std::fs::remove_file(&path).unwrap();
-    let mut j = Journal::create(&path, &config, SyncPolicy::Never).unwrap();
-    for mut r in records {
-        edit(&mut r);
-        j.append(r.tick, &r.commands, r.digest).unwrap();
-    }
-    j.close().unwrap();
-}
+#[path = "../../tests/rewrite_journal/mod.rs"]
+mod rewrite_journal;
+use rewrite_journal::rewrite_journal;
 
 fn verify_all(dir: &Path) -> Verified {
     verify(dir, TickRange::default(), |_, _| {}).unwrap()
@@ -84,7 +70,7 @@ fn a_changed_command_is_found_and_diffed_against_the_next_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     record(dir.path(), &town_square(), 10);
     // Tick 5 spawned NPC 201 at [320, 300]; pretend it was logged as [330, 300].
-    tamper(dir.path(), |r| {
+    rewrite_journal(&journal_path(dir.path()), |r| {
         for c in &mut r.commands {
             if let Command::Spawn(s) = c {
                 if s.id == 201 {
@@ -128,7 +114,7 @@ fn a_changed_command_is_found_and_diffed_against_the_next_snapshot() {
 fn a_wrong_digest_with_matching_states_blames_the_digest() {
     let dir = tempfile::tempdir().unwrap();
     record(dir.path(), &town_square(), 10);
-    tamper(dir.path(), |r| {
+    rewrite_journal(&journal_path(dir.path()), |r| {
         if r.tick == 7 {
             r.digest ^= 1;
         }
@@ -147,7 +133,7 @@ fn a_wrong_digest_with_matching_states_blames_the_digest() {
 fn without_snapshots_the_touched_entities_are_shown() {
     let dir = tempfile::tempdir().unwrap();
     record(dir.path(), &town_square(), 0);
-    tamper(dir.path(), |r| {
+    rewrite_journal(&journal_path(dir.path()), |r| {
         if r.tick == 12 {
             r.commands
                 .push(Command::Spawn(Spawn::npc(4242, Pos::from_ints(1, 1))));
