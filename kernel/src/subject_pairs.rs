@@ -59,6 +59,12 @@ impl PairKind {
             // Still in the band: visible exactly if it was.
             _ => was,
         };
+        PairKind::of_change(was, now, due)
+    }
+
+    /// The event of a subject visible `was` and `now`, due an update or
+    /// not. `None`: no event.
+    pub(crate) fn of_change(was: bool, now: bool, due: bool) -> Option<PairKind> {
         match (was, now) {
             (false, true) => Some(PairKind::Enter),
             (true, false) => Some(PairKind::Leave),

@@ -177,7 +177,7 @@ impl World {
                     return self.rebuild_view(slot, sink);
                 }
             };
-            if let Some(kind) = event_kind(was, now, self.due.get(s)) {
+            if let Some(kind) = PairKind::of_change(was, now, self.due.get(s)) {
                 self.group.push((kind, id, s));
             }
         }
@@ -187,22 +187,12 @@ impl World {
         }
         let (ids, due, group) = (&self.ids, &self.due, &mut self.group);
         for (s, was, now, moved) in self.margins.entries() {
-            if let Some(kind) = event_kind(was, now, moved && due.get(s)) {
+            if let Some(kind) = PairKind::of_change(was, now, moved && due.get(s)) {
                 group.push((kind, ids.id(s), s));
             }
         }
         self.margins.commit(view);
         self.sync_margin(slot, view);
         self.apply_group(slot, sink)
-    }
-}
-
-/// The event of a subject kept `was` and `now`, due an update or not.
-fn event_kind(was: bool, now: bool, due: bool) -> Option<PairKind> {
-    match (was, now) {
-        (false, true) => Some(PairKind::Enter),
-        (true, false) => Some(PairKind::Leave),
-        (true, true) if due => Some(PairKind::Update),
-        (false, false) | (true, true) => None,
     }
 }
