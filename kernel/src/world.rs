@@ -948,9 +948,7 @@ impl World {
             let e = &self.entities[slot as usize];
             let before = match change.fresh {
                 true => None,
-                false => self
-                    .cell_index(e.prev.pos)
-                    .map(|cell| self.place(cell, e.prev.pos)),
+                false => self.place_of(e.prev.pos),
             };
             let subject = Subject {
                 slot,

@@ -139,10 +139,7 @@ impl World {
     fn culled_keys(&self, w: &Watcher, slot: u32, id: EntityId) -> (Option<Key>, Option<Key>) {
         let e = &self.entities[slot as usize];
         let o_col_row = self.col_row(w);
-        let at = |p| {
-            let place = self.place(self.cell_index(p)?, p);
-            self.culled_key(w, o_col_row, e.layers, id, place)
-        };
+        let at = |p| self.culled_key(w, o_col_row, e.layers, id, self.place_of(p)?);
         let fresh = self.born[slot as usize] == self.tick + 1;
         let before = if fresh { None } else { at(e.prev.pos) };
         (before, at(e.cur.pos))

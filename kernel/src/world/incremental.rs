@@ -136,6 +136,11 @@ impl World {
         }
     }
 
+    /// The place of a subject at `pos`; `None` outside the world.
+    pub(super) fn place_of(&self, pos: Pos) -> Option<Place> {
+        Some(self.place(self.cell_index(pos)?, pos))
+    }
+
     /// The column and row of observer `w`'s cell in grid mode, where
     /// visibility needs them; unused in radius mode, which skips the
     /// divisions.
