@@ -311,6 +311,10 @@ pub struct World {
     grid_squares: bool,
     /// Whether any subject's update is due this tick.
     any_due: bool,
+    /// Grid mode: subjects only due an update are not paired this tick;
+    /// every view is walked for its due subjects instead (see
+    /// [`World::paired_by_cells`]).
+    walk_updates: bool,
     entered: Vec<(EntityId, u32)>,
     /// Kept subjects of the observer being rebuilt that are due an update.
     updates: Vec<(EntityId, u32)>,
@@ -422,6 +426,7 @@ impl World {
             use_packed: false,
             grid_squares: false,
             any_due: false,
+            walk_updates: false,
             entered: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             updates: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
@@ -603,9 +608,11 @@ impl World {
                 }
             }
         }
-        if full {
+        if full || self.walk_updates {
             self.sort_observers();
-            self.views.begin_pass();
+            if full {
+                self.views.begin_pass();
+            }
             for k in 0..self.by_id.len() {
                 let slot = self.by_id[k].1;
                 if mark_all || self.stamps.affected[slot as usize] == t {
@@ -613,6 +620,9 @@ impl World {
                 } else {
                     let view = self.entities[slot as usize].view;
                     self.views.keep(view);
+                    if self.walk_updates {
+                        events += self.send_updates(slot, &[], sink);
+                    }
                 }
             }
             self.views.end_pass();
@@ -642,21 +652,36 @@ impl World {
     /// number, unless this is not grid mode, some view is full, or pairing
     /// them would cost more than rebuilding every view (`None`). With
     /// `Some`, `changes` holds every touched subject's change.
+    ///
+    /// Subjects only due an update are in every view that holds them, and
+    /// only there. When pairing them would cost more than a walk over every
+    /// view, [`World::walk_updates`] is set: they are not paired, and every
+    /// view is walked for its due subjects instead.
     fn paired_by_cells(&mut self, t: u64) -> Option<usize> {
         self.changes.clear();
+        self.walk_updates = false;
         if self.config.visibility != Visibility::Grid || self.views.any_full() {
             return None;
         }
         // Pairing a subject costs about a pass over the observers around
         // where it was and is; rebuilding, a pass over every visible pair.
         let budget = self.sums.pair_count;
-        let (mut reach, mut paired) = (0u64, 0);
+        let (mut reach, mut due_reach, mut paired, mut due_only) = (0u64, 0u64, 0, 0);
         for k in 0..self.touched.len() {
             let slot = self.touched[k];
             let change = self.view_change(slot, t, true);
             if let Some(c) = change.filter(|c| c.relocated || c.due) {
-                paired += 1;
                 let e = &self.entities[slot as usize];
+                if !c.relocated {
+                    // Counted as pairing counts a crosser: around its old
+                    // and new cell, here the same one.
+                    due_only += 1;
+                    let around = self.grid.ring(e.cell, self.max_ring);
+                    due_reach += 2 * self.grid.observers_counted(around);
+                    self.changes.push(change);
+                    continue;
+                }
+                paired += 1;
                 let before = match c.fresh {
                     true => None,
                     false => self.cell_index(e.prev.pos),
@@ -671,7 +696,16 @@ impl World {
             }
             self.changes.push(change);
         }
-        Some(paired)
+        // A walk reads every view once: about a pass over the visible pairs.
+        self.walk_updates = !self.margins.any() && due_reach * PAIRING_COST >= budget;
+        if !self.walk_updates && (reach + due_reach) * PAIRING_COST >= budget {
+            return None;
+        }
+        Some(if self.walk_updates {
+            paired
+        } else {
+            paired + due_only
+        })
     }
 
     fn compute_digest(&self) -> u64 {
@@ -944,7 +978,9 @@ impl World {
             self.due.set(slot);
             self.any_due = true;
         }
-        if mark && (change.relocated || change.due) {
+        // While views are walked for updates, only relocation needs pairing.
+        let paired_due = change.due && !self.walk_updates;
+        if mark && (change.relocated || paired_due) {
             let e = &self.entities[slot as usize];
             let before = match change.fresh {
                 true => None,
@@ -957,7 +993,7 @@ impl World {
                 now: self.place(e.cell, e.cur.pos),
                 before,
                 moved: change.moved,
-                due: change.due,
+                due: paired_due,
             };
             self.pair_subject(&subject, t);
         }
@@ -1202,6 +1238,27 @@ impl World {
             axis_span(y, by, c.origin.y, c.cell_size, c.height_cells),
         );
         (ring, (x, y, by), by_squares)
+    }
+
+    /// Walks an observer's view for its subjects due an update and sends
+    /// their Updates, in view (that is, id) order; the subjects at
+    /// `entered` just entered the view and get no Update. Returns the event
+    /// count.
+    pub(super) fn send_updates<S: EventSink>(
+        &self,
+        slot: u32,
+        entered: &[(PairKind, EntityId, u32)],
+        sink: &mut S,
+    ) -> u64 {
+        let observer = self.entities[slot as usize].id;
+        let mut events = 0;
+        for &s in self.views.slots(self.entities[slot as usize].view) {
+            if self.due.get(s) && !entered.iter().any(|g| g.2 == s) {
+                sink.event(self.update(observer, self.ids.id(s), s));
+                events += 1;
+            }
+        }
+        events
     }
 
     /// The Update event of the subject at `slot`, with its current state.

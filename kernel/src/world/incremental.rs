@@ -367,9 +367,12 @@ impl World {
                 _ => sink.event(self.update(observer, subject, s)),
             }
         }
-        let events = self.group.len() as u64;
+        let mut events = self.group.len() as u64;
         if changes == 0 {
             self.views.keep(view);
+            if self.walk_updates {
+                events += self.send_updates(slot, &[], sink);
+            }
             return events;
         }
 
@@ -388,6 +391,11 @@ impl World {
                 enters.map(|g| (at(g.1), g.2)),
             )
         });
+        if self.walk_updates {
+            // Sorted, the group lists its Enters after its Leaves.
+            let enters = self.group.partition_point(|g| g.0 == PairKind::Leave);
+            events += self.send_updates(slot, &self.group[enters..], sink);
+        }
         events
     }
 }

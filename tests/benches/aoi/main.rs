@@ -30,9 +30,10 @@ use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
 use workload::{Kind, Spec, Stream, MAX_VIEW};
 
 const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
-           [--lockgrid-only] [--cold] [--ticks N]
+           [--lockgrid-only [--full-tick]] [--cold] [--ticks N]
   --quick      few ticks per workload, skips N = 100k unless named: a smoke run
   --lockgrid-only  time only the comparable lockgrid row (for profiling the kernel)
+  --full-tick  with --lockgrid-only, time the full-tick row too
   --cold       sweep 64 MiB through the caches before every timed step, as the
                peers do in a full run (use with --lockgrid-only)
   --ticks      timed ticks per contender, overriding the plan
@@ -43,6 +44,7 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
 struct Options {
     quick: bool,
     lockgrid_only: bool,
+    full_tick: bool,
     cold: bool,
     ticks: Option<u64>,
     only: Vec<String>,
@@ -53,6 +55,7 @@ fn options() -> Options {
     let mut o = Options {
         quick: false,
         lockgrid_only: false,
+        full_tick: false,
         cold: false,
         ticks: None,
         only: Vec::new(),
@@ -65,6 +68,7 @@ fn options() -> Options {
             "--bench" => {}
             "--quick" => o.quick = true,
             "--lockgrid-only" => o.lockgrid_only = true,
+            "--full-tick" => o.full_tick = true,
             "--cold" => o.cold = true,
             "--ticks" => {
                 let v = args.next().and_then(|v| v.parse().ok());
@@ -334,7 +338,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         "**lockgrid** (Updates throttled away: same work as the peers)".into(),
         Ok(Entry::new(p.timed, || Kernel::new(spec, mode, true))),
     ));
-    if !opts.lockgrid_only {
+    if !opts.lockgrid_only || opts.full_tick {
         lineup.push((
             "lockgrid, full tick (default throttle, with Updates)".into(),
             Ok(Entry::new(p.timed, || Kernel::new(spec, mode, false))),
@@ -420,7 +424,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
             if k < 2 {
                 summary.max_allocs = summary.max_allocs.max(e.samples.allocs_per_tick());
             }
-            if k == 1 && !opts.lockgrid_only {
+            if k == 1 {
                 full_ms = Some(ms);
             }
             if k >= 2 && fastest.as_ref().is_none_or(|f| ms < f.0) {
