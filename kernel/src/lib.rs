@@ -97,6 +97,12 @@
 //! observers as there are visible pairs: pairing one observer costs about
 //! eight times as much as rebuilding one pair (grid observers are counted
 //! per cell, so the estimate is a sum over each subject's ring).
+//! A subject due an update that did not cross a border gets one in
+//! exactly the views that hold it. When pairing such subjects would cost
+//! more, by the same estimate, than a pass over every visible pair, they
+//! are not paired: every view is walked for its due subjects instead,
+//! `O(v)` each, after its Leaves and Enters. That is the common case at
+//! the default throttle where everything moves.
 //!
 //! Otherwise, when at least as many entities changed as there are
 //! observers, pairing would cost more than rebuilding every view, so every
