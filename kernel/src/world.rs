@@ -673,11 +673,14 @@ impl World {
             if let Some(c) = change.filter(|c| c.relocated || c.due) {
                 let e = &self.entities[slot as usize];
                 if !c.relocated {
-                    // Counted as pairing counts a crosser: around its old
-                    // and new cell, here the same one.
+                    // Counted as pairing counts a crosser (around its old
+                    // and new cell, here the same one), and only until the
+                    // sum decides for a walk.
                     due_only += 1;
-                    let around = self.grid.ring(e.cell, self.max_ring);
-                    due_reach += 2 * self.grid.observers_counted(around);
+                    if due_reach * PAIRING_COST < budget {
+                        let around = self.grid.ring(e.cell, self.max_ring);
+                        due_reach += 2 * self.grid.observers_counted(around);
+                    }
                     self.changes.push(change);
                     continue;
                 }
