@@ -468,7 +468,70 @@ fn pair_kind(was: Zone, now: Zone, due: bool) -> Option<PairKind> {
 
 #[cfg(test)]
 mod tests {
+    use alloc::vec::Vec;
+
     use super::splice;
+    use crate::{Command, Config, Event, Fix, Move, Pos, Spawn, Visibility, World};
+
+    fn mv(id: u64, x: i32, y: i32) -> Command {
+        let pos = Pos::from_ints(x, y);
+        Command::Move(Move {
+            id,
+            pos,
+            dir: 0,
+            speed: Fix::ZERO,
+        })
+    }
+
+    #[test]
+    fn a_walked_grid_tick_sends_the_enter_then_updates_and_no_update_to_the_entered() {
+        let mut w = World::new(Config {
+            visibility: Visibility::Grid,
+            width_cells: 10,
+            height_cells: 10,
+            max_entities: 64,
+            max_observers: 4,
+            max_view: 32,
+            ..Config::default()
+        })
+        .unwrap();
+        // Observer 1 sees npcs 10..20 in its cell; npc 30 stands two cells east.
+        let mut spawns = Vec::from([
+            Command::Spawn(Spawn::observer(
+                1,
+                Pos::from_ints(50, 50),
+                Fix::from_num(100),
+            )),
+            Command::Spawn(Spawn::npc(30, Pos::from_ints(250, 50))),
+        ]);
+        spawns.extend(
+            (10..20).map(|id| Command::Spawn(Spawn::npc(id, Pos::from_ints(id as i32, 20)))),
+        );
+        w.step(&spawns, &mut Vec::new());
+
+        // Every npc moves, so every one is due; only 30 crosses a border,
+        // into the observer's ring.
+        let mut moves: Vec<Command> = (10..20).map(|id| mv(id, id as i32, 30)).collect();
+        moves.push(mv(30, 150, 50));
+        let mut events = Vec::new();
+        w.step(&moves, &mut events);
+        assert!(
+            w.walk_updates,
+            "ten due subjects outweigh ten visible pairs"
+        );
+
+        let kinds: Vec<(&str, u64)> = events
+            .iter()
+            .map(|e| match *e {
+                Event::Enter { subject, .. } => ("enter", subject),
+                Event::Update { subject, .. } => ("update", subject),
+                _ => ("other", 0),
+            })
+            .collect();
+        let mut expected = Vec::from([("enter", 30)]);
+        expected.extend((10..20).map(|id| ("update", id)));
+        assert_eq!(kinds, expected);
+    }
 
     #[test]
     fn splice_removes_and_inserts_in_place() {
