@@ -189,6 +189,30 @@ impl Ranked {
     #[inline(always)]
     pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
         let mut k = 0;
+        match reach.radius {
+            // As in the scan, the common case gets its own loop: without
+            // hysteresis the radius and the guess are one bound.
+            Some((enter2, stay2)) if reach.near && enter2 == stay2 => {
+                let within = self.within.min(enter2);
+                let within = u64::try_from(within).unwrap_or(u64::MAX);
+                let (ox, oy) = (reach.x, reach.y);
+                let out = &mut self.near[self.len..];
+                for e in run {
+                    let (dx, dy) = (e.x.wrapping_sub(ox), e.y.wrapping_sub(oy));
+                    let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
+                    let keep = (e.layers & reach.interest != 0)
+                        & (e.slot != reach.slot)
+                        & (dist2 <= within);
+                    if let Some(at) = out.get_mut(k) {
+                        *at = (dist2, e.slot);
+                    }
+                    k += usize::from(keep);
+                }
+                self.len += k;
+                return;
+            }
+            _ => {}
+        }
         if reach.near {
             let within = u64::try_from(self.within).unwrap_or(u64::MAX);
             let out = &mut self.near[self.len..];
