@@ -100,13 +100,8 @@ impl Candidates {
             Some((enter2, stay2)) if reach.near && enter2 == stay2 => {
                 // near ⇒ dist² < 2^63, so a clamped r² compares the same.
                 let enter2 = u64::try_from(enter2).unwrap_or(u64::MAX);
-                let (ox, oy) = (reach.x, reach.y);
                 for e in run {
-                    let (dx, dy) = (e.x.wrapping_sub(ox), e.y.wrapping_sub(oy));
-                    let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
-                    let keep = (e.layers & reach.interest != 0)
-                        & (e.slot != reach.slot)
-                        & (dist2 <= enter2);
+                    let (_, keep) = reach.near_within(e, enter2);
                     if let Some(at) = out.get_mut(k) {
                         *at = e.slot;
                     }
@@ -117,10 +112,8 @@ impl Candidates {
             Some((enter2, stay2)) if reach.near => {
                 let enter2 = u64::try_from(enter2).unwrap_or(u64::MAX);
                 let stay2 = u64::try_from(stay2).unwrap_or(u64::MAX);
-                let (ox, oy) = (reach.x, reach.y);
                 for e in run {
-                    let (dx, dy) = (e.x.wrapping_sub(ox), e.y.wrapping_sub(oy));
-                    let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
+                    let dist2 = reach.near_dist2(e);
                     let near_enough = (dist2 <= enter2) | ((dist2 <= stay2) & marks.was(e.slot));
                     let keep =
                         (e.layers & reach.interest != 0) & (e.slot != reach.slot) & near_enough;
@@ -195,14 +188,9 @@ impl Ranked {
             Some((enter2, stay2)) if reach.near && enter2 == stay2 => {
                 let within = self.within.min(enter2);
                 let within = u64::try_from(within).unwrap_or(u64::MAX);
-                let (ox, oy) = (reach.x, reach.y);
                 let out = &mut self.near[self.len..];
                 for e in run {
-                    let (dx, dy) = (e.x.wrapping_sub(ox), e.y.wrapping_sub(oy));
-                    let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
-                    let keep = (e.layers & reach.interest != 0)
-                        & (e.slot != reach.slot)
-                        & (dist2 <= within);
+                    let (dist2, keep) = reach.near_within(e, within);
                     if let Some(at) = out.get_mut(k) {
                         *at = (dist2, e.slot);
                     }
@@ -217,8 +205,7 @@ impl Ranked {
             let within = u64::try_from(self.within).unwrap_or(u64::MAX);
             let out = &mut self.near[self.len..];
             for e in run {
-                let (dx, dy) = (e.x.wrapping_sub(reach.x), e.y.wrapping_sub(reach.y));
-                let dist2 = (dx * dx) as u64 + (dy * dy) as u64;
+                let dist2 = reach.near_dist2(e);
                 let keep = reach.sees_at(e.slot, || u128::from(dist2), e.layers, marks)
                     & (dist2 <= within);
                 if let Some(at) = out.get_mut(k) {
@@ -371,6 +358,23 @@ fn nearest<K: Ord + Copy>(
 }
 
 impl Reach {
+    /// A candidate's `dist²` when the observer is `near` (then 64 bits
+    /// hold it).
+    #[inline(always)]
+    fn near_dist2(&self, e: &Packed) -> u64 {
+        let (dx, dy) = (e.x.wrapping_sub(self.x), e.y.wrapping_sub(self.y));
+        (dx * dx) as u64 + (dy * dy) as u64
+    }
+
+    /// A near candidate's `dist²`, and whether the rule without hysteresis
+    /// keeps it within `bound`.
+    #[inline(always)]
+    fn near_within(&self, e: &Packed, bound: u64) -> (u64, bool) {
+        let dist2 = self.near_dist2(e);
+        let keep = (e.layers & self.interest != 0) & (e.slot != self.slot) & (dist2 <= bound);
+        (dist2, keep)
+    }
+
     /// The rule for one entity, in full.
     #[inline(always)]
     pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, marks: &ViewMarks) -> bool {
