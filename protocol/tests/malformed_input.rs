@@ -7,48 +7,16 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use common::canonical::{check_packet, check_part};
 use common::{random_frames, random_tick, Rng};
 use lockgrid_kernel::Config;
-use lockgrid_protocol::batch::{decode_part, encode_part};
+use lockgrid_protocol::batch::encode_part;
 use lockgrid_protocol::packet::encode_packet;
 use lockgrid_protocol::{
     Client, ClientConfig, Header, Instant, Packet, Server, ServerConfig, ServerEvent, View,
     WorldParams,
 };
 use proptest::prelude::*;
-
-/// Decodes as a packet; if it decodes, the re-encoding must be identical.
-fn check_packet(bytes: &[u8]) {
-    if let Ok(p) = Packet::decode(bytes) {
-        let mut buf = vec![0u8; bytes.len()];
-        assert_eq!(
-            p.encode(&mut buf),
-            Ok(bytes.len()),
-            "decoded packet must re-encode"
-        );
-        assert_eq!(buf, bytes, "packet encoding is canonical");
-    }
-}
-
-/// Decodes as a batch part against `view`; if it decodes, encoding the
-/// events against the same view must give the same bytes.
-fn check_part(bytes: &[u8], view: &View) {
-    let mut v = view.clone();
-    let mut events = Vec::new();
-    match decode_part(bytes, 7, &mut v, &mut events) {
-        Ok(()) => {
-            let mut again = view.clone();
-            let mut buf = vec![0u8; bytes.len() + 16];
-            let p = encode_part(&events, &mut again, &mut buf).expect("decoded events re-encode");
-            assert_eq!(&buf[..p.len], bytes, "batch encoding is canonical");
-            assert_eq!(again, v);
-        }
-        Err(_) => {
-            assert_eq!(&v, view, "a failed decode leaves the view alone");
-            assert!(events.is_empty());
-        }
-    }
-}
 
 fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
     let mut b = input.to_vec();

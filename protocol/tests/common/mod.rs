@@ -1,6 +1,8 @@
 //! Shared test helpers: a seeded RNG, a seeded network emulator, event generators.
 #![allow(dead_code)]
 
+pub mod canonical;
+
 use std::collections::BTreeMap;
 
 use lockgrid_kernel::{CommandKind, EntityId, Event, Fix, Pos, RejectReason};
