@@ -1,10 +1,11 @@
 //! One bit per entity slot, for the per-tick sets a view rebuild tests
-//! (subjects due an update, slots churned this tick).
+//! (subjects due an update, slots churned this tick), and for the slots
+//! that hold observers.
 //!
 //! A set of `max_entities` bits is an eighth of a byte per slot, so at
 //! realistic sizes it stays in the first-level cache, where per-slot records
-//! scattered over the entity table would miss. Every set is emptied by the
-//! code that filled it, by clearing exactly the bits it set.
+//! scattered over the entity table would miss. Every per-tick set is emptied
+//! by the code that filled it, by clearing exactly the bits it set.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -46,6 +47,16 @@ impl SlotBits {
             *w &= !(1 << (slot % 64));
         }
     }
+
+    /// The slots in the set, ascending.
+    pub(crate) fn ones(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().zip(0u32..).flat_map(|(&word, k)| {
+            let rest = |&w: &u64| Some(w & w.wrapping_sub(1)).filter(|&w| w != 0);
+            core::iter::successors(Some(word).filter(|&w| w != 0), rest)
+                // Fewer than 2^32 slots: k × 64 + 63 fits.
+                .map(move |w| k * 64 + w.trailing_zeros())
+        })
+    }
 }
 
 #[cfg(test)]
@@ -65,5 +76,8 @@ mod tests {
         assert!(!bits.get(64) && bits.get(0));
         bits.set(1 << 20);
         assert!(!bits.get(1 << 20));
+        bits.set(63);
+        assert!(bits.ones().eq([0, 63, 129]));
+        assert_eq!(SlotBits::new(200).ones().next(), None);
     }
 }

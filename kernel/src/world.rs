@@ -330,6 +330,9 @@ pub struct World {
     ids: SlotIds,
     /// Subjects whose update is due this tick.
     due: SlotBits,
+    /// The slots live observers hold, so that every observer's record can
+    /// be read in slot order.
+    observer_slots: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
     marks: ViewMarks,
     /// What each slot's Enter and Update events carry, in one line.
@@ -438,6 +441,7 @@ impl World {
             heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
             ids: SlotIds::new(config.max_entities),
             due: SlotBits::new(config.max_entities),
+            observer_slots: SlotBits::new(config.max_entities),
             marks: ViewMarks::new(config.max_entities),
             shown: vec![Shown::default(); n],
         };
@@ -552,9 +556,12 @@ impl World {
             };
             match &mut self.observer_squares {
                 Some(squares) => {
-                    let all = (0..cells).flat_map(of_cell).map(|(o, w)| {
+                    // Squares sort by position anyway: read the records in
+                    // slot order, one stream, not cell by cell.
+                    let all = self.observer_slots.ones().filter_map(|o| {
+                        let w = *watchers.get(o as usize)?;
                         let (x, y) = w.at();
-                        (x, y, (o, w))
+                        Some((x, y, (o, w)))
                     });
                     squares.rebuild(all);
                 }
@@ -802,6 +809,7 @@ impl World {
             }
             self.by_id.push((s.id, slot));
             self.by_id_clean = false;
+            self.observer_slots.set(slot);
             self.observers += 1;
             self.ring_counts[ring as usize] += 1;
             self.max_ring = self.max_ring.max(ring);
@@ -921,6 +929,7 @@ impl World {
             self.margins.clear(e.view);
             self.release_ring(e.ring);
             self.by_id_clean = false;
+            self.observer_slots.clear(slot);
             self.observers -= 1;
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
