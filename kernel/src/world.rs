@@ -660,10 +660,11 @@ impl World {
     /// them would cost more than rebuilding every view (`None`). With
     /// `Some`, `changes` holds every touched subject's change.
     ///
-    /// Subjects only due an update are in every view that holds them, and
-    /// only there. When pairing them would cost more than a walk over every
-    /// view, [`World::walk_updates`] is set: they are not paired, and every
-    /// view is walked for its due subjects instead.
+    /// A subject due an update that stayed in its cell gets one in exactly
+    /// the views that hold it. When pairing such subjects would cost more
+    /// than a walk over every view, [`World::walk_updates`] is set: they
+    /// are not paired (nor counted), and every view is walked for its due
+    /// subjects instead.
     fn paired_by_cells(&mut self, t: u64) -> Option<usize> {
         self.changes.clear();
         self.walk_updates = false;
