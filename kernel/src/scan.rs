@@ -182,26 +182,19 @@ impl Ranked {
     #[inline(always)]
     pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
         let mut k = 0;
-        match reach.radius {
-            // As in the scan, the common case gets its own loop: without
-            // hysteresis the radius and the guess are one bound.
-            Some((enter2, stay2)) if reach.near && enter2 == stay2 => {
-                let within = self.within.min(enter2);
-                let within = u64::try_from(within).unwrap_or(u64::MAX);
-                let out = &mut self.near[self.len..];
-                for e in run {
-                    let (dist2, keep) = reach.near_within(e, within);
-                    if let Some(at) = out.get_mut(k) {
-                        *at = (dist2, e.slot);
-                    }
-                    k += usize::from(keep);
+        // As in the scan, the common case gets its own loop: without
+        // hysteresis the radius and the guess are one bound.
+        if let Some((enter2, _)) = reach.radius.filter(|&(e, s)| reach.near && e == s) {
+            let within = u64::try_from(self.within.min(enter2)).unwrap_or(u64::MAX);
+            let out = &mut self.near[self.len..];
+            for e in run {
+                let (dist2, keep) = reach.near_within(e, within);
+                if let Some(at) = out.get_mut(k) {
+                    *at = (dist2, e.slot);
                 }
-                self.len += k;
-                return;
+                k += usize::from(keep);
             }
-            _ => {}
-        }
-        if reach.near {
+        } else if reach.near {
             let within = u64::try_from(self.within).unwrap_or(u64::MAX);
             let out = &mut self.near[self.len..];
             for e in run {
