@@ -351,50 +351,42 @@ impl World {
         let (observer, view) = (o.id, o.view);
         self.group.sort_unstable();
 
-        let mut changes = 0;
         for &(kind, subject, s) in &self.group {
             match kind {
-                PairKind::Leave => {
-                    send_leave(sink, &mut self.sums, observer, subject);
-                    changes += 1;
-                }
+                PairKind::Leave => send_leave(sink, &mut self.sums, observer, subject),
                 PairKind::Enter => {
                     let shown = &self.shown[s as usize];
                     send_enter(sink, &mut self.sums, observer, subject, shown);
-                    changes += 1;
                 }
                 // Resolved pairs are Leaves, Enters and Updates only.
                 _ => sink.event(self.update(observer, subject, s)),
             }
         }
         let mut events = self.group.len() as u64;
-        if changes == 0 {
-            self.views.keep(view);
-            if self.walk_updates {
-                events += self.send_updates(slot, &[], sink);
-            }
-            return events;
-        }
 
-        // Splice: Leaves are at their ids' places in the old view, Enters
-        // go before the first larger id; both lists ascend by id.
-        let (group, ids) = (&self.group, &self.ids);
-        self.views.rewrite(view, |old, out| {
-            let old = stream_in(old);
-            let at = |id| ids.search(old, id).unwrap_or_else(|p| p);
-            let leaves = group.iter().filter(|g| g.0 == PairKind::Leave);
-            let enters = group.iter().filter(|g| g.0 == PairKind::Enter);
-            splice(
-                old,
-                out,
-                leaves.map(|g| at(g.1)),
-                enters.map(|g| (at(g.1), g.2)),
-            )
-        });
+        // Sorted, the group lists its Leaves, then its Enters. Splice:
+        // Leaves are at their ids' places in the old view, Enters go before
+        // the first larger id; both lists ascend by id.
+        let leaves = self.group.partition_point(|g| g.0 == PairKind::Leave);
+        let enters = leaves + self.group[leaves..].partition_point(|g| g.0 == PairKind::Enter);
+        let (left, entered) = (&self.group[..leaves], &self.group[leaves..enters]);
+        if enters == 0 {
+            self.views.keep(view);
+        } else {
+            let ids = &self.ids;
+            self.views.rewrite(view, |old, out| {
+                let old = stream_in(old);
+                let at = |id| ids.search(old, id).unwrap_or_else(|p| p);
+                splice(
+                    old,
+                    out,
+                    left.iter().map(|g| at(g.1)),
+                    entered.iter().map(|g| (at(g.1), g.2)),
+                )
+            });
+        }
         if self.walk_updates {
-            // Sorted, the group lists its Enters after its Leaves.
-            let enters = self.group.partition_point(|g| g.0 == PairKind::Leave);
-            events += self.send_updates(slot, &self.group[enters..], sink);
+            events += self.send_updates(slot, entered, sink);
         }
         events
     }
