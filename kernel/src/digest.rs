@@ -36,24 +36,24 @@ impl WordHasher {
     }
 }
 
-/// The words of one [`WordHasher`] input, at most [`Words::MAX`].
+/// The words of one [`WordHasher`] input, at most `N`. `N` is sized to the
+/// input: every new `Words` is zeroed, and terms are hashed per entity and
+/// tick.
 #[derive(Clone, Copy)]
-pub(crate) struct Words {
-    words: [u64; Words::MAX],
+pub(crate) struct Words<const N: usize> {
+    words: [u64; N],
     len: usize,
 }
 
-impl Words {
-    pub(crate) const MAX: usize = 16;
-
+impl<const N: usize> Words<N> {
     pub(crate) const fn new() -> Self {
         Words {
-            words: [0; Words::MAX],
+            words: [0; N],
             len: 0,
         }
     }
 
-    /// Appends a word; words past [`Words::MAX`] are a caller bug and dropped.
+    /// Appends a word; words past `N` are a caller bug and dropped.
     pub(crate) fn word(&mut self, w: u64) -> &mut Self {
         if let Some(at) = self.words.get_mut(self.len) {
             *at = w;
@@ -67,7 +67,10 @@ impl Words {
 /// the state it would reach alone. The chains are independent, so the CPU
 /// overlaps them instead of waiting on one multiply after another.
 #[inline(always)]
-pub(crate) fn chain_lanes<const L: usize>(chains: &mut [WordHasher; L], lanes: &[Words; L]) {
+pub(crate) fn chain_lanes<const L: usize, const N: usize>(
+    chains: &mut [WordHasher; L],
+    lanes: &[Words<N>; L],
+) {
     let longest = lanes.iter().map(|l| l.len).max().unwrap_or(0);
     for k in 0..longest {
         for (c, lane) in chains.iter_mut().zip(lanes) {
@@ -141,7 +144,7 @@ mod tests {
 
     #[test]
     fn lanes_hash_like_one_hasher_each() {
-        let mut lanes = [Words::new(); 3];
+        let mut lanes = [Words::<16>::new(); 3];
         let mut chains = [WordHasher::new(DOMAIN_ENTITY); 3];
         for (i, lane) in lanes.iter_mut().enumerate() {
             for w in 0..(i as u64 * 7) {

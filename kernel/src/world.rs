@@ -161,8 +161,8 @@ impl Entity {
     }
 
     /// The words of the digest term that change only at spawn or when an
-    /// update is sent.
-    fn head_words(&self) -> Words {
+    /// update is sent: at most [`HEAD_WORDS`].
+    fn head_words(&self) -> Words<HEAD_WORDS> {
         let mut h = Words::new();
         h.word(self.id)
             .word(u64::from(self.is_observer()))
@@ -182,8 +182,9 @@ impl Entity {
         h
     }
 
-    /// The words of the digest term that follow its head: the motion.
-    fn motion_words(&self) -> Words {
+    /// The words of the digest term that follow its head: the motion,
+    /// [`MOTION_WORDS`] of them.
+    fn motion_words(&self) -> Words<MOTION_WORDS> {
         let mut h = Words::new();
         h.word(self.cur.pos.x.to_bits() as u64)
             .word(self.cur.pos.y.to_bits() as u64)
@@ -192,6 +193,12 @@ impl Entity {
         h
     }
 }
+
+/// The most words an entity's digest head has: five of the entity, the
+/// sent flag, and five of what was sent.
+const HEAD_WORDS: usize = 11;
+/// The words of an entity's motion in its digest term.
+const MOTION_WORDS: usize = 4;
 
 /// How a touched subject may change views this tick.
 #[derive(Clone, Copy)]
