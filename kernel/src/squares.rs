@@ -103,10 +103,16 @@ impl<T: Copy + Default> Squares<T> {
         (rel >> self.shift).clamp(0, i128::from(count) - 1) as u32
     }
 
+    /// The square of a record at `(x, y)`, inside the world. Inside, an
+    /// offset from the origin is below `2^62` and fits 64 bits (see
+    /// [`Squares::new`]); a record outside would only land in an edge
+    /// square.
     fn square_of(&self, x: i64, y: i64) -> u32 {
-        let col = self.axis(i128::from(x) - i128::from(self.x0), self.cols);
-        let row = self.axis(i128::from(y) - i128::from(self.y0), self.rows);
-        row * self.cols + col
+        let axis = |p: i64, origin: i64, count: u32| {
+            let square = (p.wrapping_sub(origin) as u64) >> self.shift;
+            square.min(u64::from(count) - 1) as u32
+        };
+        axis(y, self.y0, self.rows) * self.cols + axis(x, self.x0, self.cols)
     }
 
     /// Sorts the records into their squares, each at its raw `(x, y)`.
