@@ -1262,8 +1262,8 @@ impl World {
 
     /// Walks an observer's view for its subjects due an update and sends
     /// their Updates, in view (that is, id) order; the subjects at
-    /// `entered` just entered the view and get no Update. Returns the event
-    /// count.
+    /// `entered`, ascending by id, just entered the view and get no Update.
+    /// Returns the event count.
     pub(super) fn send_updates<S: EventSink>(
         &self,
         slot: u32,
@@ -1272,8 +1272,13 @@ impl World {
     ) -> u64 {
         let observer = self.entities[slot as usize].id;
         let mut events = 0;
+        // The entered are in the view, in its order: each is met in turn.
+        let mut entered = entered.iter().map(|g| g.2).peekable();
         for &s in self.views.slots(self.entities[slot as usize].view) {
-            if self.due.get(s) && !entered.iter().any(|g| g.2 == s) {
+            if entered.next_if_eq(&s).is_some() {
+                continue;
+            }
+            if self.due.get(s) {
                 sink.event(self.update(observer, self.ids.id(s), s));
                 events += 1;
             }
