@@ -323,8 +323,6 @@ pub struct World {
     /// [`World::paired_by_cells`]).
     walk_updates: bool,
     entered: Vec<(EntityId, u32)>,
-    /// Kept subjects of the observer being rebuilt that are due an update.
-    updates: Vec<(EntityId, u32)>,
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
@@ -438,7 +436,6 @@ impl World {
             any_due: false,
             walk_updates: false,
             entered: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
-            updates: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
             stamps: Stamps {
                 touched: vec![0; n],
                 affected: vec![0; n],
@@ -635,7 +632,7 @@ impl World {
                     let view = self.entities[slot as usize].view;
                     self.views.keep(view);
                     if self.walk_updates {
-                        events += self.send_updates(slot, &[], sink);
+                        events += self.send_updates(slot, core::iter::empty(), sink);
                     }
                 }
             }
@@ -1174,13 +1171,10 @@ impl World {
         // One pass over the old view, in id order: a kept entry (visible
         // before, same incarnation, and after) goes into the new view, merged
         // with `entered` (just sorted); any other gets its Leave. Kept
-        // subjects due an update are noted for after the Enters.
+        // subjects due an update get theirs after the Enters.
         let mut leaves = 0;
-        let (marks, sums, due) = (&mut self.marks, &mut self.sums, &self.due);
-        let (entered, updates) = (&self.entered, &mut self.updates);
+        let (marks, sums, entered) = (&mut self.marks, &mut self.sums, &self.entered);
         let ids = &self.ids;
-        let any_due = self.any_due;
-        updates.clear();
         self.views.rewrite(view, |old, out| {
             let mut w = 0;
             let mut put = |slot: u32| {
@@ -1195,8 +1189,8 @@ impl World {
                 let kept = marks.kept(s);
                 marks.clear(s);
                 // Ids are looked up only where needed: for a Leave (the
-                // prior id if the slot churned), while entered subjects
-                // remain to be placed, and for an Update.
+                // prior id if the slot churned), and while entered subjects
+                // remain to be placed.
                 if !kept {
                     let subject = ids.old(s);
                     send_leave(sink, sums, observer, subject);
@@ -1211,9 +1205,6 @@ impl World {
                     }
                 }
                 put(s);
-                if any_due && due.get(s) {
-                    updates.push((ids.id(s), s));
-                }
             }
             for &(_, e) in entered.get(next..).unwrap_or(&[]) {
                 put(e);
@@ -1226,9 +1217,9 @@ impl World {
             send_enter(sink, &mut self.sums, observer, id, &self.shown[s as usize]);
             events += 1;
         }
-        for &(subject, s) in &self.updates {
-            sink.event(self.update(observer, subject, s));
-            events += 1;
+        if self.any_due {
+            // The new view, just written, is still in cache.
+            events += self.send_updates(slot, self.entered.iter().map(|e| e.1), sink);
         }
         events
     }
@@ -1261,19 +1252,19 @@ impl World {
     }
 
     /// Walks an observer's view for its subjects due an update and sends
-    /// their Updates, in view (that is, id) order; the subjects at
-    /// `entered`, ascending by id, just entered the view and get no Update.
-    /// Returns the event count.
+    /// their Updates, in view (that is, id) order; the subjects at the
+    /// slots `entered`, ascending by id, just entered the view and get no
+    /// Update. Returns the event count.
     pub(super) fn send_updates<S: EventSink>(
         &self,
         slot: u32,
-        entered: &[(PairKind, EntityId, u32)],
+        entered: impl Iterator<Item = u32>,
         sink: &mut S,
     ) -> u64 {
         let observer = self.entities[slot as usize].id;
         let mut events = 0;
         // The entered are in the view, in its order: each is met in turn.
-        let mut entered = entered.iter().map(|g| g.2).peekable();
+        let mut entered = entered.peekable();
         for &s in self.views.slots(self.entities[slot as usize].view) {
             if entered.next_if_eq(&s).is_some() {
                 continue;

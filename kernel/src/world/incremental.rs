@@ -386,7 +386,7 @@ impl World {
             });
         }
         if self.walk_updates {
-            events += self.send_updates(slot, entered, sink);
+            events += self.send_updates(slot, entered.iter().map(|g| g.2), sink);
         }
         events
     }
