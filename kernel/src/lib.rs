@@ -111,6 +111,9 @@
 //! ring contiguous in memory. The same copy serves once rebuilt observers
 //! are more than about 1.5% of the entities, and when they are a sixteenth,
 //! every view is streamed into fresh storage, the others copied unchanged.
+//! So is every view when the pairs would edit views four times as often as
+//! there are observers: nearly every view is rewritten then anyway, and a
+//! view rewritten in place is copied twice.
 //! In radius mode the copy is sorted into squares of about a third of a
 //! cell, so a rebuild scans the bounding box of its disc rather than its
 //! whole ring. The new views are then written one after another in rebuild

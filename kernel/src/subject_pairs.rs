@@ -106,6 +106,8 @@ pub(crate) struct SubjectPairs {
     count: Vec<u32>,
     /// Per observer slot: where its group ends in `grouped`.
     end: Vec<u32>,
+    /// Pairs that may change a view (all but Updates).
+    edits: u32,
     overflowed: bool,
 }
 
@@ -119,6 +121,7 @@ impl SubjectPairs {
             grouped: vec![0; capacity],
             count: vec![0; slots as usize],
             end: vec![0; slots as usize],
+            edits: 0,
             overflowed: false,
         }
     }
@@ -131,6 +134,7 @@ impl SubjectPairs {
             }
         }
         self.pairs.clear();
+        self.edits = 0;
         self.overflowed = false;
     }
 
@@ -146,8 +150,15 @@ impl SubjectPairs {
             return false;
         }
         *c += 1;
+        self.edits += u32::from(kind != PairKind::Update);
         self.pairs.push((observer, pack(subject, kind)));
         true
+    }
+
+    /// How many pairs recorded this tick may change a view, not only send
+    /// an Update.
+    pub(crate) fn edits(&self) -> u32 {
+        self.edits
     }
 
     /// Whether some pair did not fit this tick.

@@ -619,9 +619,14 @@ impl World {
                 }
             }
         }
-        if full || self.walk_updates {
+        // Where views are edited several times over on average, nearly
+        // every view is rewritten anyway: stream them all into the other
+        // half rather than rewrite each in place (which copies it twice and
+        // moves those that grew).
+        let pass = full || (update_some && self.pairs.edits() >= 4 * self.observers);
+        if pass || self.walk_updates {
             self.sort_observers();
-            if full {
+            if pass {
                 self.views.begin_pass();
             }
             for k in 0..self.by_id.len() {

@@ -833,6 +833,54 @@ fn stirred(
     Scenario { config, ticks: out }
 }
 
+/// The benchmark's uniform random walk at a tenth of its size: a dense
+/// world of observers (about 16 to a cell), every one stepping up to 5
+/// units per axis every tick, and one a tick jumping anywhere. In grid mode
+/// only the few that cross a cell border are paired, yet each edits dozens
+/// of large views: most views are edited several times over, some not at
+/// all, and the tick streams every view into fresh storage.
+pub fn dense_walk(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
+    const ENTITIES: u64 = 1000;
+    let config = Config {
+        max_entities: ENTITIES as u32,
+        max_observers: ENTITIES as u32,
+        max_view: 512,
+        ..at_rest_config(visibility)
+    };
+    let mut rng = Rng::new(seed);
+    let mut pos: Vec<Pos> = (0..ENTITIES).map(|_| anywhere(&mut rng)).collect();
+    let spawn = |id: u64, at: Pos| {
+        Command::Spawn(Spawn {
+            observer: true,
+            radius: Fix::from_num(100),
+            ..Spawn::npc(id, at)
+        })
+    };
+    let mut out = vec![(0..ENTITIES)
+        .map(|id| spawn(id, pos[id as usize]))
+        .collect::<Vec<_>>()];
+    for _ in 1..ticks {
+        let jumper = rng.below(ENTITIES) as usize;
+        let commands = (0..ENTITIES as usize).map(|i| {
+            pos[i] = if i == jumper {
+                anywhere(&mut rng)
+            } else {
+                let step =
+                    |c: Fix, rng: &mut Rng| inside(c.to_num::<i64>() + rng.below(11) as i64 - 5);
+                Pos::new(step(pos[i].x, &mut rng), step(pos[i].y, &mut rng))
+            };
+            Command::Move(Move {
+                id: i as u64,
+                pos: pos[i],
+                dir: rng.next_u64() as u16,
+                speed: Fix::ONE,
+            })
+        });
+        out.push(commands.collect());
+    }
+    Scenario { config, ticks: out }
+}
+
 /// A swarm: every entity an observer in one small spot, and most of them
 /// stepping every tick but fewer than all, so each tick makes more
 /// observer–subject events than the kernel keeps room for per entity and it

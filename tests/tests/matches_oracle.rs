@@ -235,3 +235,16 @@ fn calm_worlds_match_oracle() {
         }
     }
 }
+
+/// Dense worlds where everything walks: grid mode pairs the few subjects
+/// that cross a cell border, edits most views several times over and
+/// streams every view, edited or not, into fresh storage.
+#[test]
+fn dense_walks_match_oracle() {
+    for visibility in [Visibility::Grid, Visibility::Radius] {
+        let s = gen::dense_walk(31, 12, visibility);
+        if let Err(e) = check::against_oracle(&s) {
+            panic!("{visibility:?}: {e}");
+        }
+    }
+}
