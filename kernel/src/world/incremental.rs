@@ -253,6 +253,7 @@ impl World {
         let (was, now) = self.zones(w, subject);
         let mut kind = pair_kind(was, now, subject.due);
         if (was, now) != (Zone::Out, Zone::Out)
+            && self.views.any_full()
             && self.views.slots(w.view()).len() >= self.config.max_view as usize
         {
             // A full view may be culled: whoever is in range, only the
