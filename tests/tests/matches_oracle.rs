@@ -34,6 +34,14 @@ const CROWDED: Shape = Shape {
     ..Shape::DEFAULT
 };
 
+/// Panics with `what` and the first difference unless scenario `s` agrees
+/// with the oracle.
+fn agrees(s: &gen::Scenario, what: std::fmt::Arguments) {
+    if let Err(e) = check::against_oracle(s) {
+        panic!("{what}: {e}");
+    }
+}
+
 proptest! {
     #![proptest_config(lockgrid_tests::cases(384))]
 
@@ -105,9 +113,7 @@ proptest! {
 fn busy_world_matches_oracle() {
     for visibility in [Visibility::Radius, Visibility::Grid] {
         let s = gen::busy(7, 40, visibility);
-        if let Err(e) = check::against_oracle(&s) {
-            panic!("{visibility:?}: {e}");
-        }
+        agrees(&s, format_args!("{visibility:?}"));
     }
 }
 
@@ -121,9 +127,10 @@ fn towns_match_oracle() {
         for hysteresis in [0, 25] {
             for (seed, movers) in [(11, 1), (12, 6), (13, 24)] {
                 let s = gen::town(seed, 80, visibility, hysteresis, movers, 24);
-                if let Err(e) = check::against_oracle(&s) {
-                    panic!("{visibility:?}, hysteresis {hysteresis}, {movers} movers: {e}");
-                }
+                agrees(
+                    &s,
+                    format_args!("{visibility:?}, hysteresis {hysteresis}, {movers} movers"),
+                );
             }
         }
     }
@@ -207,9 +214,7 @@ fn a_crowd_that_walks_off_leaves_no_margin_behind() {
             vec![step(30, 482, 410)],
         ];
         let s = gen::Scenario { config, ticks };
-        if let Err(e) = check::against_oracle(&s) {
-            panic!("{visibility:?}: {e}");
-        }
+        agrees(&s, format_args!("{visibility:?}"));
     }
 }
 
@@ -225,14 +230,16 @@ fn calm_worlds_match_oracle() {
         for max_view in [32, 256] {
             for (seed, movers) in [(1, 1), (2, 4), (3, 12), (4, 40), (5, 150)] {
                 let s = gen::calm(seed, 60, visibility, movers, max_view);
-                if let Err(e) = check::against_oracle(&s) {
-                    panic!("{visibility:?}, max_view {max_view}, {movers} movers: {e}");
-                }
+                agrees(
+                    &s,
+                    format_args!("{visibility:?}, max_view {max_view}, {movers} movers"),
+                );
             }
         }
-        if let Err(e) = check::against_oracle(&gen::swarm(6, 30, visibility)) {
-            panic!("{visibility:?} swarm: {e}");
-        }
+        agrees(
+            &gen::swarm(6, 30, visibility),
+            format_args!("{visibility:?} swarm"),
+        );
     }
 }
 
@@ -243,8 +250,6 @@ fn calm_worlds_match_oracle() {
 fn dense_walks_match_oracle() {
     for visibility in [Visibility::Grid, Visibility::Radius] {
         let s = gen::dense_walk(31, 12, visibility);
-        if let Err(e) = check::against_oracle(&s) {
-            panic!("{visibility:?}: {e}");
-        }
+        agrees(&s, format_args!("{visibility:?}"));
     }
 }
