@@ -53,8 +53,10 @@ impl<const N: usize> Words<N> {
         }
     }
 
-    /// Appends a word; words past `N` are a caller bug and dropped.
+    /// Appends a word; words past `N` are a caller bug: dropped, and
+    /// caught in debug builds here rather than as a moved digest.
     pub(crate) fn word(&mut self, w: u64) -> &mut Self {
+        debug_assert!(self.len < N, "more than {N} words");
         if let Some(at) = self.words.get_mut(self.len) {
             *at = w;
             self.len += 1;
