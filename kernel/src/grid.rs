@@ -10,6 +10,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::fixed_point::Pos;
+use crate::renumbering::Renumbering;
 
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -280,6 +281,27 @@ impl Grid {
         if observer {
             self.observers.remove(cell, slot);
             self.observer_counts[cell as usize] -= 1;
+        }
+    }
+
+    /// Moves every slot's records and links to its new number. Each cell's
+    /// lists keep their order.
+    pub(crate) fn renumber(&mut self, r: &mut Renumbering) {
+        let all = &mut self.all;
+        r.permute(&mut all.members);
+        r.permute(&mut all.prev);
+        for m in &mut all.members {
+            m.next = r.slot(m.next);
+        }
+        for link in all.prev.iter_mut().chain(&mut all.heads) {
+            *link = r.slot(*link);
+        }
+        let observers = &mut self.observers;
+        r.permute(&mut observers.next);
+        r.permute(&mut observers.prev);
+        let links = observers.next.iter_mut().chain(&mut observers.prev);
+        for link in links.chain(&mut observers.heads) {
+            *link = r.slot(*link);
         }
     }
 

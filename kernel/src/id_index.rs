@@ -7,6 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::digest::mix64;
+use crate::renumbering::Renumbering;
 
 const EMPTY: u32 = u32::MAX;
 
@@ -58,6 +59,15 @@ impl IdIndex {
         }
         self.keys[i] = id;
         self.slots[i] = slot;
+    }
+
+    /// Gives every indexed id its slot's new number.
+    pub(crate) fn renumber(&mut self, r: &Renumbering) {
+        for slot in &mut self.slots {
+            if *slot != EMPTY {
+                *slot = r.slot(*slot);
+            }
+        }
     }
 
     pub(crate) fn remove(&mut self, id: u64) {

@@ -169,6 +169,7 @@ mod grid;
 mod id_index;
 mod margin;
 mod packed;
+mod renumbering;
 mod scan;
 mod slot_bits;
 mod slot_ids;

@@ -20,6 +20,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::renumbering::Renumbering;
+
 /// A candidate's place in a view's order: nearer first, ties by id.
 /// Margins only hold `dist²` below 2^64 (raw units: 65 536 units apart),
 /// which keeps an entry in 24 bytes; any farther candidate is beyond.
@@ -273,6 +275,22 @@ impl Margins {
         let quota = self.quota;
         let each = move |(k, e): (usize, &Entry)| (e.slot, e.was, k < quota, e.moved);
         self.scratch.iter().enumerate().map(each)
+    }
+
+    /// Gives every entry of every margin its slot's new number; between
+    /// ticks only. A margin left open is stale ([`Margins::begin`] opens
+    /// each afresh), so it is dropped.
+    pub(crate) fn renumber(&mut self, r: &Renumbering) {
+        self.open = None;
+        self.scratch.clear();
+        for (view, head) in (0..).zip(&self.heads) {
+            let (Some(head), Some(entries)) = (head, entries_of(&mut self.entries, view)) else {
+                continue;
+            };
+            for e in entries.iter_mut().take(head.len as usize) {
+                e.slot = r.slot(e.slot);
+            }
+        }
     }
 
     /// Stores the settled margin as `view`'s. Where more moved into it than

@@ -48,6 +48,11 @@ impl SlotBits {
         }
     }
 
+    /// Empties the set.
+    pub(crate) fn clear_all(&mut self) {
+        self.words.fill(0);
+    }
+
     /// The slots in the set, ascending.
     pub(crate) fn ones(&self) -> impl Iterator<Item = u32> + '_ {
         self.words.iter().zip(0u32..).flat_map(|(&word, k)| {

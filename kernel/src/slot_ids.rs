@@ -9,6 +9,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::command::EntityId;
+use crate::renumbering::Renumbering;
 use crate::slot_bits::SlotBits;
 
 pub(crate) struct SlotIds {
@@ -78,6 +79,13 @@ impl SlotIds {
     /// A new occupant; the slot must be churned first.
     pub(crate) fn set(&mut self, slot: u32, id: EntityId) {
         self.ids[slot as usize] = id;
+    }
+
+    /// Moves every id to its slot's new number; between ticks only, when
+    /// no slot is churned.
+    pub(crate) fn renumber(&mut self, r: &mut Renumbering) {
+        debug_assert!(self.churn.is_empty());
+        r.permute(&mut self.ids);
     }
 
     /// Ends the tick: no slot is churned any more.

@@ -17,6 +17,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::renumbering::Renumbering;
+
 pub(crate) struct Views {
     max_view: u32,
     /// Both halves, `half` entries each.
@@ -218,6 +220,20 @@ impl Views {
         self.store[at as usize..at as usize + n].copy_from_slice(&slots[..n]);
         self.start[v as usize] = at;
         self.set_len(v, n as u32);
+    }
+
+    /// Gives every entry of every view its slot's new number. Ids do not
+    /// change, so each view stays in id order.
+    pub(crate) fn renumber(&mut self, r: &Renumbering) {
+        for (&start, &len) in self.start.iter().zip(&self.len) {
+            // An empty view's start may name the other half: skip it.
+            if len > 0 {
+                let (start, len) = (start as usize, len as usize);
+                for s in &mut self.store[start..start + len] {
+                    *s = r.slot(*s);
+                }
+            }
+        }
     }
 
     /// Whether some view holds `max_view` entries (and so may be culled).

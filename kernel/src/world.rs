@@ -14,6 +14,7 @@ use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
 use crate::margin::{Key, Margins, SIDE};
 use crate::packed::CellSorted;
+use crate::renumbering::Renumbering;
 use crate::scan::{Candidates, Packed, Ranked, Reach};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
@@ -26,6 +27,7 @@ use crate::view_marks::ViewMarks;
 
 mod culled;
 mod incremental;
+mod renumber;
 use incremental::{Subject, Watcher};
 
 /// The public state of one entity.
@@ -261,6 +263,10 @@ pub struct World {
     /// with no despawned one left in.
     by_id: Vec<(EntityId, u32)>,
     by_id_clean: bool,
+    /// Observers in `by_id` whose slot is below the one before, as of its
+    /// last sort: how far churn has shuffled slots out of id order.
+    shuffled: u32,
+    renumbering: Renumbering,
 
     /// Entities whose state differs from what was last sent (`s ≠ L`).
     pending: Vec<u32>,
@@ -405,6 +411,8 @@ impl World {
             max_ring: 0,
             by_id: Vec::with_capacity(config.max_observers as usize),
             by_id_clean: true,
+            shuffled: 0,
+            renumbering: Renumbering::new(config.max_entities),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
             changes: Vec::with_capacity(n),
@@ -653,6 +661,7 @@ impl World {
         self.settle_touched();
 
         self.ids.end_tick();
+        self.renumber_if_shuffled();
         self.tick = t;
         self.digest = self.compute_digest();
         TickReport {
@@ -966,6 +975,9 @@ impl World {
         // The same id despawned and spawned again into the same slot.
         self.by_id.dedup();
         self.by_id_clean = true;
+        let descents = self.by_id.windows(2).filter(|w| w[1].1 < w[0].1).count();
+        // Fewer than max_observers ≤ 2^32.
+        self.shuffled = descents as u32;
     }
 
     fn release_ring(&mut self, ring: u32) {

@@ -1,0 +1,185 @@
+//! Keeping slots in id order: see `renumbering.rs` for why.
+
+use super::World;
+
+impl World {
+    /// Renumbers the slots in id order once more than an eighth of the
+    /// observers are out of it, as counted when they were last sorted.
+    /// Churn shuffles slots slowly (a freed slot goes to the next spawn,
+    /// whatever its id), so this is rare; a world spawned in id order and
+    /// never churned never does it.
+    pub(super) fn renumber_if_shuffled(&mut self) {
+        if u64::from(self.shuffled) * 8 > u64::from(self.observers) {
+            self.renumber_slots();
+        }
+    }
+
+    /// Gives every live entity the slot of its rank by id, and moves or
+    /// rewrites everything kept by slot to match. Between ticks only: the
+    /// per-tick sets are empty and no slot is churned.
+    pub(crate) fn renumber_slots(&mut self) {
+        self.sort_observers();
+        let (entities, ids) = (&self.entities, &self.ids);
+        let live = (0..self.entities.len() as u32).filter(|&s| entities[s as usize].alive);
+        self.renumbering.plan(live, |s| ids.id(s));
+
+        let r = &mut self.renumbering;
+        r.permute(&mut self.entities);
+        r.permute(&mut self.watchers);
+        r.permute(&mut self.born);
+        r.permute(&mut self.heads);
+        r.permute(&mut self.shown);
+        // Tick stamps need no moving: each is compared with the tick it is
+        // set in only, and every one names a tick now over.
+        self.ids.renumber(r);
+        self.grid.renumber(r);
+        self.index.renumber(r);
+        self.views.renumber(r);
+        self.margins.renumber(r);
+        for (_, slot) in &mut self.by_id {
+            *slot = r.slot(*slot);
+        }
+        for slot in &mut self.pending {
+            *slot = r.slot(*slot);
+        }
+        self.last_slot = r.slot(self.last_slot);
+
+        self.observer_slots.clear_all();
+        for &(_, slot) in &self.by_id {
+            self.observer_slots.set(slot);
+        }
+        // Live entities hold 0..count; hand out the lowest free slot first.
+        self.free_slots.clear();
+        self.free_slots
+            .extend((self.count..self.config.max_entities).rev());
+        self.shuffled = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::vec::Vec;
+
+    use crate::{Command, Config, Event, EventSink, Fix, Move, Pos, Spawn, Visibility, World};
+
+    /// A small deterministic generator, so the test needs no dependency.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 33) % n
+        }
+
+        fn pos(&mut self) -> Pos {
+            Pos::from_ints(self.below(600) as i32, self.below(600) as i32)
+        }
+    }
+
+    /// One tick of a churning world: a third of the entities step, some
+    /// creep, a few jump, a few despawn, and new ids spawn into the freed
+    /// slots, which shuffles slots out of id order.
+    fn tick(rng: &mut Lcg, live: &mut Vec<(u64, Pos)>, next_id: &mut u64) -> Vec<Command> {
+        let mut commands = Vec::new();
+        let mut k = 0;
+        while k < live.len() {
+            let (id, pos) = live[k];
+            match rng.below(100) {
+                0..=2 => {
+                    commands.push(Command::Despawn { id });
+                    live.swap_remove(k);
+                    continue;
+                }
+                3..=5 => live[k].1 = rng.pos(),
+                6..=40 => {
+                    let step = |p: Fix, d: u64| {
+                        let p = p + Fix::from_num(d as i32 - 8);
+                        p.clamp(Fix::ZERO, Fix::from_num(599))
+                    };
+                    live[k].1 = Pos::new(step(pos.x, rng.below(17)), step(pos.y, rng.below(17)));
+                }
+                // Steps below the move epsilon: not due, so they settle later.
+                41..=55 => live[k].1.x = pos.x + Fix::from_bits(1 + rng.below(2000) as i64),
+                _ => {}
+            }
+            if live[k].1 != pos {
+                commands.push(Command::Move(Move {
+                    id,
+                    pos: live[k].1,
+                    dir: 0,
+                    speed: Fix::ZERO,
+                }));
+            }
+            k += 1;
+        }
+        // The population swings, so that freed slots stay vacant a while.
+        let target = 180 + rng.below(70) as usize;
+        while live.len() < target {
+            *next_id += 1 + rng.below(3);
+            let (id, pos) = (*next_id, rng.pos());
+            commands.push(Command::Spawn(match id % 2 {
+                0 => Spawn::observer(id, pos, Fix::from_num(90 + rng.below(40) as i32)),
+                _ => Spawn::npc(id, pos),
+            }));
+            live.push((id, pos));
+        }
+        commands
+    }
+
+    fn config(visibility: Visibility) -> Config {
+        Config {
+            visibility,
+            width_cells: 6,
+            height_cells: 6,
+            hysteresis: Fix::from_num(12),
+            max_entities: 256,
+            max_observers: 160,
+            // Crowds get culled and keep margins.
+            max_view: 24,
+            ..Config::default()
+        }
+    }
+
+    /// Whether the live entities hold the lowest slots, ascending by id.
+    fn in_id_order(w: &World) -> bool {
+        let live: Vec<u64> = w
+            .entities
+            .iter()
+            .take_while(|e| e.alive)
+            .map(|e| e.id)
+            .collect();
+        live.len() == w.count as usize && live.windows(2).all(|p| p[0] < p[1])
+    }
+
+    #[test]
+    fn renumbered_worlds_send_the_same_events_and_digests() {
+        for visibility in [Visibility::Grid, Visibility::Radius] {
+            let mut plain = World::new(config(visibility)).unwrap();
+            let mut renumbered = World::new(config(visibility)).unwrap();
+            let (mut rng, mut live, mut next_id) = (Lcg(7), Vec::new(), 0);
+            let mut shuffles = 0;
+            for t in 1..=150 {
+                let commands = tick(&mut rng, &mut live, &mut next_id);
+                let (mut a, mut b) = (Vec::<Event>::new(), Vec::<Event>::new());
+                let report = plain.step(&commands, &mut a);
+                assert_eq!(renumbered.step(&commands, &mut b), report, "tick {t}");
+                assert_eq!(a, b, "tick {t}, {visibility:?}");
+                shuffles += usize::from(!in_id_order(&renumbered));
+                renumbered.renumber_slots();
+                assert!(in_id_order(&renumbered), "tick {t}");
+                for &(id, _) in &live {
+                    let view = |w: &World| w.view(id).map(Iterator::collect::<Vec<_>>);
+                    assert_eq!(view(&plain), view(&renumbered), "view of {id}, tick {t}");
+                }
+            }
+            // Churn did shuffle the slots every so often, and the world
+            // left alone renumbered itself at least once.
+            assert!(shuffles > 50, "{shuffles} shuffled ticks");
+            assert!(plain.shuffled * 8 <= plain.observers);
+            let _ = <Vec<Event> as EventSink>::event;
+        }
+    }
+}
