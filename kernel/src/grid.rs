@@ -291,17 +291,17 @@ impl Grid {
         r.permute(&mut all.members);
         r.permute(&mut all.prev);
         for m in &mut all.members {
-            m.next = r.slot(m.next);
+            m.next = r.to(m.next);
         }
         for link in all.prev.iter_mut().chain(&mut all.heads) {
-            *link = r.slot(*link);
+            *link = r.to(*link);
         }
         let observers = &mut self.observers;
         r.permute(&mut observers.next);
         r.permute(&mut observers.prev);
         let links = observers.next.iter_mut().chain(&mut observers.prev);
         for link in links.chain(&mut observers.heads) {
-            *link = r.slot(*link);
+            *link = r.to(*link);
         }
     }
 

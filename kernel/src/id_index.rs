@@ -65,7 +65,7 @@ impl IdIndex {
     pub(crate) fn renumber(&mut self, r: &Renumbering) {
         for slot in &mut self.slots {
             if *slot != EMPTY {
-                *slot = r.slot(*slot);
+                *slot = r.to(*slot);
             }
         }
     }

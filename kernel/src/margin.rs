@@ -288,9 +288,15 @@ impl Margins {
                 continue;
             };
             for e in entries.iter_mut().take(head.len as usize) {
-                e.slot = r.slot(e.slot);
+                e.slot = r.to(e.slot);
             }
         }
+    }
+
+    /// Moves every view's margin to the view's new number.
+    pub(crate) fn renumber_views(&mut self, r: &mut Renumbering) {
+        r.permute(&mut self.heads);
+        r.permute(self.entries.as_chunks_mut::<WIDTH>().0);
     }
 
     /// Stores the settled margin as `view`'s. Where more moved into it than

@@ -224,16 +224,27 @@ impl Views {
 
     /// Gives every entry of every view its slot's new number. Ids do not
     /// change, so each view stays in id order.
-    pub(crate) fn renumber(&mut self, r: &Renumbering) {
+    pub(crate) fn renumber_entries(&mut self, r: &Renumbering) {
         for (&start, &len) in self.start.iter().zip(&self.len) {
             // An empty view's start may name the other half: skip it.
             if len > 0 {
                 let (start, len) = (start as usize, len as usize);
                 for s in &mut self.store[start..start + len] {
-                    *s = r.slot(*s);
+                    *s = r.to(*s);
                 }
             }
         }
+    }
+
+    /// Moves every view to its new number; the `live` views must be
+    /// numbered `0..live`. Outside a pass only.
+    pub(crate) fn renumber_views(&mut self, r: &mut Renumbering, live: u32) {
+        r.permute(&mut self.start);
+        r.permute(&mut self.len);
+        r.permute(&mut self.cap);
+        self.free.clear();
+        // Popped from the back: hand out low views first.
+        self.free.extend((live..self.len.len() as u32).rev());
     }
 
     /// Whether some view holds `max_view` entries (and so may be culled).

@@ -266,7 +266,8 @@ pub struct World {
     /// Observers in `by_id` whose slot is below the one before, as of its
     /// last sort: how far churn has shuffled slots out of id order.
     shuffled: u32,
-    renumbering: Renumbering,
+    slot_numbering: Renumbering,
+    view_numbering: Renumbering,
 
     /// Entities whose state differs from what was last sent (`s ≠ L`).
     pending: Vec<u32>,
@@ -412,7 +413,8 @@ impl World {
             by_id: Vec::with_capacity(config.max_observers as usize),
             by_id_clean: true,
             shuffled: 0,
-            renumbering: Renumbering::new(config.max_entities),
+            slot_numbering: Renumbering::new(config.max_entities),
+            view_numbering: Renumbering::new(config.max_observers),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
             changes: Vec::with_capacity(n),

@@ -81,6 +81,14 @@ impl Watcher {
         }
     }
 
+    /// The same record for the view now numbered `view`.
+    pub(super) fn with_view(self, view: u32) -> Watcher {
+        Watcher {
+            view_and_flag: view | (self.view_and_flag & MARGIN),
+            ..self
+        }
+    }
+
     /// The observer's view index.
     pub(super) fn view(&self) -> u32 {
         self.view_and_flag & !MARGIN

@@ -14,16 +14,16 @@ impl World {
         }
     }
 
-    /// Gives every live entity the slot of its rank by id, and moves or
-    /// rewrites everything kept by slot to match. Between ticks only: the
+    /// Gives every live entity the slot of its rank by id, and every live
+    /// view the number of its observer's rank, and moves or rewrites
+    /// everything kept by slot or by view to match. Between ticks only: the
     /// per-tick sets are empty and no slot is churned.
     pub(crate) fn renumber_slots(&mut self) {
         self.sort_observers();
         let (entities, ids) = (&self.entities, &self.ids);
         let live = (0..self.entities.len() as u32).filter(|&s| entities[s as usize].alive);
-        self.renumbering.plan(live, |s| ids.id(s));
-
-        let r = &mut self.renumbering;
+        self.slot_numbering.plan_by_key(live, |s| ids.id(s));
+        let r = &mut self.slot_numbering;
         r.permute(&mut self.entities);
         r.permute(&mut self.watchers);
         r.permute(&mut self.born);
@@ -34,16 +34,15 @@ impl World {
         self.ids.renumber(r);
         self.grid.renumber(r);
         self.index.renumber(r);
-        self.views.renumber(r);
+        self.views.renumber_entries(r);
         self.margins.renumber(r);
         for (_, slot) in &mut self.by_id {
-            *slot = r.slot(*slot);
+            *slot = r.to(*slot);
         }
         for slot in &mut self.pending {
-            *slot = r.slot(*slot);
+            *slot = r.to(*slot);
         }
-        self.last_slot = r.slot(self.last_slot);
-
+        self.last_slot = r.to(self.last_slot);
         self.observer_slots.clear_all();
         for &(_, slot) in &self.by_id {
             self.observer_slots.set(slot);
@@ -52,6 +51,26 @@ impl World {
         self.free_slots.clear();
         self.free_slots
             .extend((self.count..self.config.max_entities).rev());
+
+        // Views in their observers' order: `by_id` is sorted and clean.
+        let entities = &self.entities;
+        let views = self
+            .by_id
+            .iter()
+            .map(|&(_, slot)| entities[slot as usize].view);
+        self.view_numbering.plan(views);
+        let r = &mut self.view_numbering;
+        self.views.renumber_views(r, self.observers);
+        self.margins.renumber_views(r);
+        r.permute(&mut self.cutoffs);
+        for &(_, slot) in &self.by_id {
+            let (e, w) = (
+                &mut self.entities[slot as usize],
+                &mut self.watchers[slot as usize],
+            );
+            e.view = r.to(e.view);
+            *w = w.with_view(e.view);
+        }
         self.shuffled = 0;
     }
 }
@@ -60,6 +79,7 @@ impl World {
 mod tests {
     use alloc::vec::Vec;
 
+    use crate::world::Entity;
     use crate::{Command, Config, Event, EventSink, Fix, Move, Pos, Spawn, Visibility, World};
 
     /// A small deterministic generator, so the test needs no dependency.
@@ -81,13 +101,20 @@ mod tests {
 
     /// One tick of a churning world: a third of the entities step, some
     /// creep, a few jump, a few despawn, and new ids spawn into the freed
-    /// slots, which shuffles slots out of id order.
-    fn tick(rng: &mut Lcg, live: &mut Vec<(u64, Pos)>, next_id: &mut u64) -> Vec<Command> {
+    /// slots, which shuffles slots out of id order. A `calm` tick does a
+    /// tenth of that, so views are updated rather than rebuilt, and crowds
+    /// keep margins.
+    fn tick(
+        rng: &mut Lcg,
+        calm: bool,
+        live: &mut Vec<(u64, Pos)>,
+        next_id: &mut u64,
+    ) -> Vec<Command> {
         let mut commands = Vec::new();
         let mut k = 0;
         while k < live.len() {
             let (id, pos) = live[k];
-            match rng.below(100) {
+            match rng.below(if calm { 1000 } else { 100 }) {
                 0..=2 => {
                     commands.push(Command::Despawn { id });
                     live.swap_remove(k);
@@ -116,7 +143,10 @@ mod tests {
             k += 1;
         }
         // The population swings, so that freed slots stay vacant a while.
-        let target = 180 + rng.below(70) as usize;
+        let target = match calm {
+            true => live.len() + rng.below(2) as usize,
+            false => 180 + rng.below(70) as usize,
+        };
         while live.len() < target {
             *next_id += 1 + rng.below(3);
             let (id, pos) = (*next_id, rng.pos());
@@ -143,15 +173,14 @@ mod tests {
         }
     }
 
-    /// Whether the live entities hold the lowest slots, ascending by id.
+    /// Whether the live entities hold the lowest slots, ascending by id,
+    /// and their observers the lowest views, in the same order.
     fn in_id_order(w: &World) -> bool {
-        let live: Vec<u64> = w
-            .entities
-            .iter()
-            .take_while(|e| e.alive)
-            .map(|e| e.id)
-            .collect();
-        live.len() == w.count as usize && live.windows(2).all(|p| p[0] < p[1])
+        let live: Vec<&Entity> = w.entities.iter().take_while(|e| e.alive).collect();
+        let views = live.iter().filter(|e| e.is_observer()).map(|e| e.view);
+        live.len() == w.count as usize
+            && live.windows(2).all(|p| p[0].id < p[1].id)
+            && views.eq(0..w.observers)
     }
 
     #[test]
@@ -161,8 +190,9 @@ mod tests {
             let mut renumbered = World::new(config(visibility)).unwrap();
             let (mut rng, mut live, mut next_id) = (Lcg(7), Vec::new(), 0);
             let mut shuffles = 0;
-            for t in 1..=150 {
-                let commands = tick(&mut rng, &mut live, &mut next_id);
+            for t in 1..=200 {
+                let calm = t % 20 >= 10;
+                let commands = tick(&mut rng, calm, &mut live, &mut next_id);
                 let (mut a, mut b) = (Vec::<Event>::new(), Vec::<Event>::new());
                 let report = plain.step(&commands, &mut a);
                 assert_eq!(renumbered.step(&commands, &mut b), report, "tick {t}");
