@@ -6,6 +6,13 @@
 //! rule or `dist² ≤ r²`, crowd culling by `(dist², id)`), sorts by id and
 //! diffs against the last tick, emitting Leave then Enter events as the
 //! kernel does. Only the neighbour query differs between peers.
+//!
+//! Peers index *seats*, dense from 0: the first entities' ids are their
+//! seats, and a despawn is always followed by the spawn that takes over
+//! its seat (the churn workload), which a peer sees as a move. A despawned
+//! observer's view goes without events, as in the kernel.
+
+use std::collections::HashMap;
 
 use lockgrid_kernel::{Command, Dir, Event, EventSink, Fix, Pos, Visibility};
 
@@ -37,14 +44,27 @@ struct Shown {
 pub struct Adapter {
     mode: Visibility,
     max_view: usize,
-    /// Lattice positions, by entity (entity ids are dense from 0).
+    /// The id holding each seat, and the seat of each id. Workload ids fit
+    /// `u32`, as the views' entries do.
+    ids: Vec<u32>,
+    seats: HashMap<u64, u32>,
+    /// Whether any seat has changed hands, so that seats are not ids.
+    churned: bool,
+    /// The seat just vacated by a despawn, for the spawn that follows.
+    vacated: Option<u32>,
+    /// Observer seats that changed hands this tick, in spawn order.
+    respawned: Vec<u32>,
+    /// The largest id spawned so far.
+    last_id: u64,
+    /// Lattice positions, by seat.
     q: Vec<(i64, i64)>,
     /// The same positions in world units, exact in `f64`: what peers index.
     f: Vec<[f64; 2]>,
     cell: Vec<(i64, i64)>,
     shown: Vec<Shown>,
+    /// Observer seats, ascending by id.
     observers: Vec<u32>,
-    /// Sorted subject ids, by entity (empty for NPCs).
+    /// Sorted subject ids, by seat (empty for NPCs).
     views: Vec<Vec<u32>>,
     moved: Vec<u32>,
     candidates: Vec<(i64, u32)>,
@@ -57,6 +77,12 @@ impl Adapter {
         Adapter {
             mode,
             max_view: max_view as usize,
+            ids: Vec::new(),
+            seats: HashMap::new(),
+            churned: false,
+            vacated: None,
+            respawned: Vec::new(),
+            last_id: 0,
             q: Vec::new(),
             f: Vec::new(),
             cell: Vec::new(),
@@ -81,19 +107,27 @@ impl Adapter {
         self.evaluate(peer, sink);
     }
 
-    /// The subjects `observer` saw after the last tick, ascending.
-    pub fn view(&self, observer: u32) -> &[u32] {
-        &self.views[observer as usize]
+    /// The subjects the observer at `seat` saw after the last tick, ascending.
+    pub fn view(&self, seat: u32) -> &[u32] {
+        &self.views[seat as usize]
     }
 
+    /// The observer seats, ascending by id.
     pub fn observers(&self) -> &[u32] {
         &self.observers
+    }
+
+    /// The id holding `seat`.
+    pub fn id(&self, seat: u32) -> u64 {
+        u64::from(self.ids[seat as usize])
     }
 
     /// Heap bytes the adapter itself holds, to tell them from the peer's.
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.q.capacity() * size_of::<(i64, i64)>()
+        self.ids.capacity() * size_of::<u32>()
+            + self.seats.capacity() * size_of::<(u64, u32)>()
+            + self.q.capacity() * size_of::<(i64, i64)>()
             + self.f.capacity() * size_of::<[f64; 2]>()
             + self.cell.capacity() * size_of::<(i64, i64)>()
             + self.shown.capacity() * size_of::<Shown>()
@@ -115,31 +149,41 @@ impl Adapter {
     fn apply(&mut self, commands: &[Command]) {
         self.moved.clear();
         for c in commands {
-            let (id, pos, dir, speed) = match c {
+            let (seat, pos, dir, speed) = match c {
                 Command::Spawn(s) => {
-                    assert_eq!(s.id, self.q.len() as u64, "workload ids are dense");
-                    self.q.push((0, 0));
-                    self.f.push([0.0; 2]);
-                    self.cell.push((0, 0));
-                    self.shown.push(Shown {
-                        pos: s.pos,
-                        dir: s.dir,
-                        speed: s.speed,
-                        layers: s.layers,
-                    });
-                    // Reserved up front as the kernel reserves its views, so
-                    // the adapter itself never allocates after spawning.
-                    let cap = if s.observer { self.max_view } else { 0 };
-                    self.views.push(Vec::with_capacity(cap));
-                    if s.observer {
-                        self.observers.push(s.id as u32);
-                    }
-                    (s.id, s.pos, s.dir, s.speed)
+                    let seat = match self.vacated.take() {
+                        Some(seat) => {
+                            assert!(s.id > self.last_id, "a seat changes hands to a fresh id");
+                            self.ids[seat as usize] = u32::try_from(s.id).expect("ids fit u32");
+                            self.churned = true;
+                            if s.observer {
+                                self.respawned.push(seat);
+                            }
+                            seat
+                        }
+                        None => self.add_seat(s.id, s.observer),
+                    };
+                    self.seats.insert(s.id, seat);
+                    self.last_id = self.last_id.max(s.id);
+                    self.shown[seat as usize].layers = s.layers;
+                    (seat, s.pos, s.dir, s.speed)
                 }
-                Command::Move(m) => (m.id, m.pos, m.dir, m.speed),
-                Command::Despawn { .. } => unreachable!("workloads never despawn"),
+                Command::Move(m) => {
+                    let seat = match self.churned {
+                        false => m.id as u32,
+                        true => self.seats[&m.id],
+                    };
+                    (seat, m.pos, m.dir, m.speed)
+                }
+                Command::Despawn { id } => {
+                    let seat = self.seats.remove(id).expect("workloads despawn live ids");
+                    // Its spawn comes next; its view goes without events.
+                    self.views[seat as usize].clear();
+                    self.vacated = Some(seat);
+                    continue;
+                }
             };
-            let i = id as usize;
+            let i = seat as usize;
             let step = 65536 / Q;
             let q = (pos.x.to_bits() / step, pos.y.to_bits() / step);
             self.q[i] = q;
@@ -147,8 +191,43 @@ impl Adapter {
             self.cell[i] = (q.0.div_euclid(CELL * Q), q.1.div_euclid(CELL * Q));
             let s = &mut self.shown[i];
             (s.pos, s.dir, s.speed) = (pos, dir, speed);
-            self.moved.push(id as u32);
+            self.moved.push(seat);
         }
+        assert!(
+            self.vacated.is_none(),
+            "a despawn's seat is taken in the same tick"
+        );
+        // Fresh ids are above every other: their seats go to the end, in
+        // spawn order, which is id order.
+        if let Some(&first) = self.respawned.first() {
+            let (ids, first) = (&self.ids, self.ids[first as usize]);
+            self.observers.retain(|&o| ids[o as usize] < first);
+            self.observers.append(&mut self.respawned);
+        }
+    }
+
+    /// A new seat for the first spawn of `id`, which must be the seat's number.
+    fn add_seat(&mut self, id: u64, observer: bool) -> u32 {
+        assert_eq!(id, self.ids.len() as u64, "first ids are dense");
+        let seat = id as u32;
+        self.ids.push(seat);
+        self.q.push((0, 0));
+        self.f.push([0.0; 2]);
+        self.cell.push((0, 0));
+        self.shown.push(Shown {
+            pos: Pos::default(),
+            dir: 0,
+            speed: Fix::ZERO,
+            layers: 0,
+        });
+        // Reserved up front as the kernel reserves its views, so the
+        // adapter itself never allocates after spawning.
+        let cap = if observer { self.max_view } else { 0 };
+        self.views.push(Vec::with_capacity(cap));
+        if observer {
+            self.observers.push(seat);
+        }
+        seat
     }
 
     fn evaluate<P: Peer, S: EventSink>(&mut self, peer: &mut P, sink: &mut S) {
@@ -163,8 +242,11 @@ impl Adapter {
             views,
             candidates,
             max_candidates,
+            ids,
+            churned,
             ..
         } = self;
+        let churned = *churned;
         *max_candidates = 0;
         let dist2 = |a: (i64, i64), b: (i64, i64)| {
             let (dx, dy) = (a.0 - b.0, a.1 - b.1);
@@ -202,24 +284,43 @@ impl Adapter {
                 }
             }
             *max_candidates = (*max_candidates).max(candidates.len());
+            // Until a seat changes hands, seats are ids, and sorting by
+            // seat is sorting by id.
+            let id_of = |seat: u32| match churned {
+                false => seat,
+                true => ids[seat as usize],
+            };
             if candidates.len() > *max_view {
                 // Crowd culling, as the kernel does: the nearest by (dist², id).
                 if *max_view > 0 {
-                    candidates.select_nth_unstable(*max_view - 1);
+                    let nth = *max_view - 1;
+                    candidates.select_nth_unstable_by_key(nth, |&(d, s)| (d, id_of(s)));
                 }
                 candidates.truncate(*max_view);
             }
-            candidates.sort_unstable_by_key(|c| c.1);
+            // Then the distance is done with: it makes room for the id.
+            if churned {
+                for c in candidates.iter_mut() {
+                    c.0 = i64::from(ids[c.1 as usize]);
+                }
+                candidates.sort_unstable_by_key(|c| c.0);
+            } else {
+                candidates.sort_unstable_by_key(|c| c.1);
+            }
+            let id_of = |&(id, seat): &(i64, u32)| match churned {
+                false => seat,
+                true => id as u32,
+            };
 
             let old = &mut views[oi];
-            let observer = u64::from(o);
+            let observer = u64::from(ids[oi]);
             // Leaves: old entries missing from the new set.
             let mut k = 0;
             for &s in old.iter() {
-                while k < candidates.len() && candidates[k].1 < s {
+                while k < candidates.len() && id_of(&candidates[k]) < s {
                     k += 1;
                 }
-                if k == candidates.len() || candidates[k].1 != s {
+                if k == candidates.len() || id_of(&candidates[k]) != s {
                     sink.event(Event::Leave {
                         observer,
                         subject: u64::from(s),
@@ -228,12 +329,13 @@ impl Adapter {
             }
             // Enters: new entries missing from the old set.
             let mut k = 0;
-            for &(_, s) in candidates.iter() {
+            for c in candidates.iter() {
+                let (s, seat) = (id_of(c), c.1);
                 while k < old.len() && old[k] < s {
                     k += 1;
                 }
                 if k == old.len() || old[k] != s {
-                    let e = shown[s as usize];
+                    let e = shown[seat as usize];
                     sink.event(Event::Enter {
                         observer,
                         subject: u64::from(s),
@@ -245,7 +347,7 @@ impl Adapter {
                 }
             }
             old.clear();
-            old.extend(candidates.iter().map(|c| c.1));
+            old.extend(candidates.iter().map(id_of));
         }
     }
 }

@@ -21,6 +21,7 @@ mod measure;
 mod peers;
 mod workload;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use lockgrid_kernel::{Command, EntityId, Visibility, World};
@@ -38,7 +39,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
                peers do in a full run (use with --lockgrid-only)
   --ticks      timed ticks per contender, overriding the plan
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
-               uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k)
+               uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
+               churn-10k)
   --mode       only this visibility mode";
 
 struct Options {
@@ -201,6 +203,7 @@ fn main() {
         Spec::new(Kind::Npc, 10_000),
         Spec::new(Kind::Calm, 10_000),
         Spec::new(Kind::Town, 10_000),
+        Spec::new(Kind::Churn, 10_000),
     ];
     if opts.only.is_empty() {
         if opts.quick {
@@ -575,30 +578,30 @@ trait Contender {
 
 struct Kernel {
     world: World,
-    observers: Vec<u32>,
 }
 
 impl Kernel {
     fn new(spec: &Spec, mode: Visibility, rare_updates: bool) -> Kernel {
         Kernel {
             world: World::new(spec.config(mode, rare_updates)).expect("workload configs are valid"),
-            observers: (0..spec.n).filter(|&i| spec.is_observer(i)).collect(),
         }
     }
 
-    /// Visible pairs in CSR form: offsets per observer into subjects.
-    fn pairs(&self) -> (Vec<usize>, Vec<u32>) {
-        let mut offsets = vec![0];
-        let mut subjects = Vec::new();
-        for &o in &self.observers {
-            let view = self
-                .world
-                .view(EntityId::from(o))
-                .expect("observers stay alive");
-            subjects.extend(view.map(|s| s as u32));
+    /// Every live entity's index in the floor's dense arrays (by id), the
+    /// observers' indices, and the visible pairs in CSR form: offsets per
+    /// observer into subject indices.
+    fn pairs(&self) -> (BTreeMap<EntityId, u32>, Vec<u32>, Vec<usize>, Vec<u32>) {
+        let index: BTreeMap<EntityId, u32> = self.world.entities().map(|e| e.id).zip(0..).collect();
+        let (mut observers, mut offsets, mut subjects) = (Vec::new(), vec![0], Vec::new());
+        for (&o, &i) in &index {
+            let Some(view) = self.world.view(o) else {
+                continue;
+            };
+            observers.push(i);
+            subjects.extend(view.map(|s| index[&s]));
             offsets.push(subjects.len());
         }
-        (offsets, subjects)
+        (index, observers, offsets, subjects)
     }
 }
 
@@ -608,18 +611,17 @@ impl Contender for Kernel {
     }
 
     fn visible_pairs(&self) -> u64 {
-        self.pairs().1.len() as u64
+        self.pairs().3.len() as u64
     }
 
     fn floor(&self) -> f64 {
-        let (offsets, subjects) = self.pairs();
-        let n = self.world.config().max_entities as usize;
-        let (mut x, mut y) = (vec![0; n], vec![0; n]);
+        let (index, observers, offsets, subjects) = self.pairs();
+        let (mut x, mut y) = (vec![0; index.len()], vec![0; index.len()]);
         for e in self.world.entities() {
-            x[e.id as usize] = e.pos.x.to_bits();
-            y[e.id as usize] = e.pos.y.to_bits();
+            x[index[&e.id] as usize] = e.pos.x.to_bits();
+            y[index[&e.id] as usize] = e.pos.y.to_bits();
         }
-        floor_ns_per_pair(&x, &y, &self.observers, &offsets, &subjects)
+        floor_ns_per_pair(&x, &y, &observers, &offsets, &subjects)
     }
 }
 
@@ -675,12 +677,10 @@ fn verify<P: Peer>(spec: &Spec, mode: Visibility, ticks: u64, mut peer: P) -> Re
         let (mut theirs, mut ours) = (Tally::default(), Tally::default());
         world.step(&commands, &mut ours);
         adapter.step(&commands, &mut peer, &mut theirs);
-        for &o in adapter.observers() {
-            let kernel: Vec<u64> = world
-                .view(EntityId::from(o))
-                .map(Iterator::collect)
-                .unwrap_or_default();
-            let got: Vec<u64> = adapter.view(o).iter().map(|&s| u64::from(s)).collect();
+        for &seat in adapter.observers() {
+            let o = adapter.id(seat);
+            let kernel: Vec<u64> = world.view(o).map(Iterator::collect).unwrap_or_default();
+            let got: Vec<u64> = adapter.view(seat).iter().map(|&s| u64::from(s)).collect();
             if kernel != got {
                 let missing: Vec<u64> = kernel
                     .iter()

@@ -51,6 +51,11 @@ pub enum Kind {
     /// The hotspot's crowd at rest: its layout, the calm workload's steps
     /// (the town square on an ordinary evening).
     Town,
+    /// The uniform walk, and 1% of the entities (drawn anew each tick)
+    /// leave and come back elsewhere under a fresh id, as players log out
+    /// and in: entities spawn and despawn every tick, and ids lose all
+    /// relation to the order they were first placed in.
+    Churn,
 }
 
 /// One workload: a kind, a size, and a world that holds density constant
@@ -74,6 +79,7 @@ impl Spec {
             Kind::Npc => "npc",
             Kind::Calm => "calm",
             Kind::Town => "town",
+            Kind::Churn => "churn",
         };
         let size = if n.is_multiple_of(1000) {
             format!("{}k", n / 1000)
@@ -143,13 +149,18 @@ impl Spec {
 }
 
 /// The command stream of one workload: tick 1 spawns everyone, every later
-/// tick moves everyone (in the calm and town workloads, 5% of them). Two
-/// streams built from one spec are identical.
+/// tick moves everyone (in the calm and town workloads, 5% of them; in the
+/// churn workload, 1% despawn and spawn again instead). Two streams built
+/// from one spec are identical.
 pub struct Stream {
     spec: Spec,
     rng: Rng,
-    /// Current positions in lattice units.
+    /// Current positions in lattice units, by seat: the entity that holds
+    /// it now (in the churn workload, a seat changes hands).
     pos: Vec<(i64, i64)>,
+    /// The id holding each seat; seat `i` starts with id `i`.
+    ids: Vec<EntityId>,
+    next_id: EntityId,
     tick: u64,
 }
 
@@ -159,6 +170,8 @@ impl Stream {
             spec: spec.clone(),
             rng: Rng::new(spec.seed),
             pos: Vec::with_capacity(spec.n as usize),
+            ids: (0..EntityId::from(spec.n)).collect(),
+            next_id: EntityId::from(spec.n),
             tick: 0,
         }
     }
@@ -167,7 +180,6 @@ impl Stream {
     pub fn next_tick(&mut self, out: &mut Vec<Command>) {
         out.clear();
         self.tick += 1;
-        let radius = fix_of_q(RADIUS * Q);
         if self.tick == 1 {
             for i in 0..self.spec.n {
                 let (lo, hi) = self.spec.bounds(i);
@@ -176,13 +188,7 @@ impl Stream {
                     range(&mut self.rng, lo, hi - 1),
                 );
                 self.pos.push(p);
-                let at = pos_of(p);
-                let spawn = if self.spec.is_observer(i) {
-                    Spawn::observer(EntityId::from(i), at, radius)
-                } else {
-                    Spawn::npc(EntityId::from(i), at)
-                };
-                out.push(Command::Spawn(spawn));
+                out.push(Command::Spawn(self.spawn(i)));
             }
             return;
         }
@@ -193,6 +199,20 @@ impl Stream {
                 continue;
             }
             let (lo, hi) = self.spec.bounds(i);
+            if self.spec.kind == Kind::Churn && chance(&mut self.rng, 10) {
+                // The seat's entity leaves; a new one comes in elsewhere.
+                out.push(Command::Despawn {
+                    id: self.ids[i as usize],
+                });
+                self.ids[i as usize] = self.next_id;
+                self.next_id += 1;
+                self.pos[i as usize] = (
+                    range(&mut self.rng, lo, hi - 1),
+                    range(&mut self.rng, lo, hi - 1),
+                );
+                out.push(Command::Spawn(self.spawn(i)));
+                continue;
+            }
             let p = &mut self.pos[i as usize];
             if self.spec.kind == Kind::Teleport && chance(&mut self.rng, 50) {
                 *p = (
@@ -204,11 +224,22 @@ impl Stream {
                 p.1 = reflect(p.1 + range(&mut self.rng, -step, step), lo, hi);
             }
             out.push(Command::Move(Move {
-                id: EntityId::from(i),
+                id: self.ids[i as usize],
                 pos: pos_of(*p),
                 dir: 0,
                 speed: Fix::ZERO,
             }));
+        }
+    }
+}
+
+impl Stream {
+    /// The spawn of seat `i`'s entity where the seat is.
+    fn spawn(&self, i: u32) -> Spawn {
+        let (id, at) = (self.ids[i as usize], pos_of(self.pos[i as usize]));
+        match self.spec.is_observer(i) {
+            true => Spawn::observer(id, at, fix_of_q(RADIUS * Q)),
+            false => Spawn::npc(id, at),
         }
     }
 }
