@@ -76,13 +76,22 @@
 //! in a calm tick keeps a margin of `2 × 8` candidates around its
 //! cut-off, in `(dist², id)` order, and a subject moving near it only
 //! moves between the kept core, the margin and beyond. Who is kept is read
-//! off the margin in `O(p × 16)`. Observers whose own state changed, that
-//! lost a subject to a despawn, or whose margin ran out (or was never
-//! kept) are rebuilt instead, in `O(k + v + e log e)` each, with `k` the
+//! off the margin in `O(p × 16)`. A despawned subject pairs like one that
+//! moved away, while no spawn has taken its slot in the same tick (the
+//! world keeps a sixteenth more slots than `max_entities` for that).
+//! Observers whose own state changed, whose margin ran out (or was never
+//! kept) or that saw a despawned subject whose slot was taken at once
+//! are rebuilt instead, in `O(k + v + e log e)` each, with `k` the
 //! entities in its ring and `e` those entering. An entity that did not
 //! move, in a region where nothing moved, costs nothing. The pairs have
 //! room for 16 per entity; a tick that needs more rebuilds every affected
 //! observer.
+//!
+//! Observers are rebuilt in id order and per-entity records are kept by
+//! slot; churn hands freed slots to later spawns whatever their ids. Once
+//! an eighth of the observers sit out of id order, the world renumbers its
+//! slots and views in id order at the end of a tick, `O(entities log
+//! entities + visible pairs)`, which nothing outside can see.
 //! When many subjects change, the observers' records are first copied out
 //! cell by cell (`O(observers + cells)`), so that each subject reads the
 //! observers of a row of its ring as one run; in radius mode the copy is

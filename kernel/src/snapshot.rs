@@ -55,8 +55,9 @@ pub enum RestoreError {
     Tick(u64),
     /// A sent record lies after the snapshot's tick.
     SentInFuture(EntityId),
-    /// A view is unsorted, too large, names itself or an unknown entity, or
-    /// belongs to a non-observer (the observer at fault).
+    /// A view is unsorted, too large, names itself or an unknown entity,
+    /// belongs to a non-observer, or is not what the visibility rule gives
+    /// in the snapshot's state (the observer at fault).
     View(EntityId),
     /// The rebuilt state's digest differs from the recorded one.
     Digest {
@@ -140,6 +141,9 @@ impl World {
                 restored: world.digest(),
             });
         }
+        // Ticks update views from the changes around them, trusting that
+        // each is the rule applied: a view that is not would drift.
+        world.check_views().map_err(RestoreError::View)?;
         Ok(world)
     }
 }

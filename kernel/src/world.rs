@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, EntityId, Move, Spawn};
-use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_RADIUS};
+use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::digest::{chain_lanes, DigestSums, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY};
 use crate::event::{Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
@@ -226,6 +226,26 @@ const PAIRING_COST: u64 = 8;
 /// percent of a crowded world move, each pair one event.
 const PAIRS_PER_ENTITY: u32 = 16;
 
+/// Slots beyond `max_entities` (a sixteenth more, within [`MAX_ENTITIES`]),
+/// so that a spawn rarely needs a slot freed in the same tick. A despawned
+/// subject whose slot stays vacant until the tick ends leaves the views
+/// around it by pairing, like a subject that moved away; one whose slot a
+/// spawn took over is still named by old views in the same slot as the
+/// newcomer, so every observer around it is rebuilt instead.
+fn spare_slots(max_entities: u32) -> u32 {
+    (max_entities / 16).min(MAX_ENTITIES.saturating_sub(max_entities))
+}
+
+/// A subject despawned this tick, as pairing needs it.
+#[derive(Clone, Copy)]
+struct Gone {
+    slot: u32,
+    id: EntityId,
+    layers: u32,
+    /// Where it stood at the end of last tick.
+    pos: Pos,
+}
+
 /// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
 /// the current tick, so sets clear in O(1).
 struct Stamps {
@@ -245,7 +265,10 @@ pub struct World {
     sums: DigestSums,
 
     entities: Vec<Entity>,
+    /// Free slots, the lowest last. Slots freed this tick wait in
+    /// `released` until it ends (see [`spare_slots`]).
     free_slots: Vec<u32>,
+    released: Vec<u32>,
     count: u32,
     /// Live observers.
     observers: u32,
@@ -277,7 +300,8 @@ pub struct World {
     /// Each touched subject's [`ViewChange`] (`None`: not alive), when
     /// [`World::paired_by_cells`] worked them out for the whole tick.
     changes: Vec<Option<ViewChange>>,
-    gone: Vec<u32>,
+    /// Subjects despawned this tick that were visible somewhere.
+    gone: Vec<Gone>,
     affected: Vec<(EntityId, u32)>,
     /// How many affected observers are rebuilt this tick.
     rebuilds: u32,
@@ -365,7 +389,8 @@ impl World {
     /// Builds an empty world; every buffer it will ever use is allocated here.
     pub fn new(config: Config) -> Result<World, ConfigError> {
         config.validate()?;
-        let n = config.max_entities as usize;
+        let slots = config.max_entities + spare_slots(config.max_entities);
+        let n = slots as usize;
         let max_ring = config.width_cells.max(config.height_cells);
         let squares = PackedSquares::new(&config, config.max_entities);
         let cells = config.width_cells * config.height_cells;
@@ -397,12 +422,13 @@ impl World {
             sums: DigestSums::default(),
             entities: vec![Entity::VACANT; n],
             // Popped from the back: hand out low slots first.
-            free_slots: (0..config.max_entities).rev().collect(),
+            free_slots: (0..slots).rev().collect(),
+            released: Vec::with_capacity(n),
             count: 0,
             observers: 0,
             index: IdIndex::with_capacity(config.max_entities),
             last_slot: u32::MAX,
-            grid: Grid::new(config.width_cells, config.height_cells, config.max_entities),
+            grid: Grid::new(config.width_cells, config.height_cells, slots),
             // A view holds distinct live entities, so it never needs more than max_entities.
             views: Views::new(
                 config.max_observers,
@@ -413,7 +439,7 @@ impl World {
             by_id: Vec::with_capacity(config.max_observers as usize),
             by_id_clean: true,
             shuffled: 0,
-            slot_numbering: Renumbering::new(config.max_entities),
+            slot_numbering: Renumbering::new(slots),
             view_numbering: Renumbering::new(config.max_observers),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
@@ -422,7 +448,7 @@ impl World {
             affected: Vec::with_capacity(config.max_observers as usize),
             rebuilds: 0,
             around: Vec::with_capacity(config.max_observers as usize),
-            pairs: SubjectPairs::new(config.max_entities, PAIRS_PER_ENTITY),
+            pairs: SubjectPairs::new(slots, PAIRS_PER_ENTITY),
             group: Vec::with_capacity(n),
             watchers: vec![Watcher::default(); n],
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
@@ -453,10 +479,10 @@ impl World {
             },
             born: vec![u64::MAX; n],
             heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
-            ids: SlotIds::new(config.max_entities),
-            due: SlotBits::new(config.max_entities),
-            observer_slots: SlotBits::new(config.max_entities),
-            marks: ViewMarks::new(config.max_entities),
+            ids: SlotIds::new(slots),
+            due: SlotBits::new(slots),
+            observer_slots: SlotBits::new(slots),
+            marks: ViewMarks::new(slots),
             shown: vec![Shown::default(); n],
         };
         world.digest = world.compute_digest();
@@ -584,8 +610,7 @@ impl World {
         }
         if !mark_all {
             for k in 0..self.gone.len() {
-                let cell = self.gone[k];
-                self.rebuild_observers_around(cell, t);
+                self.pair_gone(self.gone[k], t);
             }
         }
         for k in 0..self.touched.len() {
@@ -663,6 +688,7 @@ impl World {
         self.settle_touched();
 
         self.ids.end_tick();
+        self.free_slots.append(&mut self.released);
         self.renumber_if_shuffled();
         self.tick = t;
         self.digest = self.compute_digest();
@@ -780,7 +806,7 @@ impl World {
         } else {
             NO_VIEW
         };
-        let Some(slot) = self.free_slots.pop() else {
+        let Some(slot) = self.free_slots.pop().or_else(|| self.released.pop()) else {
             // count < max_entities guarantees a free slot; stay total anyway.
             if view != NO_VIEW {
                 self.views.release(view);
@@ -934,9 +960,12 @@ impl World {
         let e = self.entities[slot as usize];
         if self.born[slot as usize] < t {
             // It was visible somewhere at the end of last tick, from there.
-            if let Some(cell) = self.cell_index(e.prev.pos) {
-                self.gone.push(cell);
-            }
+            self.gone.push(Gone {
+                slot,
+                id,
+                layers: e.layers,
+                pos: e.prev.pos,
+            });
         }
         self.grid.remove(e.cell, slot, e.is_observer());
         self.index.remove(id);
@@ -957,7 +986,7 @@ impl World {
         self.entities[slot as usize] = Entity::VACANT;
         self.born[slot as usize] = u64::MAX;
         self.ids.churn(slot);
-        self.free_slots.push(slot);
+        self.released.push(slot);
         self.count -= 1;
         Ok(())
     }
@@ -1030,6 +1059,7 @@ impl World {
                 before,
                 moved: change.moved,
                 due: paired_due,
+                gone: false,
             };
             self.pair_subject(&subject, t);
         }
@@ -1055,6 +1085,30 @@ impl World {
             relocated: moved && (!cells_only || crossed()),
             due: self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t),
         })
+    }
+
+    /// Takes a despawned subject out of the views around where it stood:
+    /// by pairing while its slot is vacant, else (a spawn took the slot
+    /// over) by rebuilding every observer around (see [`spare_slots`]).
+    fn pair_gone(&mut self, gone: Gone, t: u64) {
+        let Some(before) = self.place_of(gone.pos) else {
+            return;
+        };
+        if self.entities[gone.slot as usize].alive {
+            self.rebuild_observers_around(before.cell, t);
+            return;
+        }
+        let subject = Subject {
+            slot: gone.slot,
+            id: gone.id,
+            layers: gone.layers,
+            now: before,
+            before: Some(before),
+            moved: true,
+            due: false,
+            gone: true,
+        };
+        self.pair_subject(&subject, t);
     }
 
     /// Marks every observer whose ring covers `cell` for a rebuild.
@@ -1464,6 +1518,29 @@ impl World {
         let slots: Vec<u32> = self.candidates.as_slice().to_vec();
         self.views.set(e.view, &slots);
         true
+    }
+
+    /// Rebuilds every view in the restored state: `Err` names the first
+    /// observer whose view that changes, as it would not had the view been
+    /// the rule applied at the end of a tick.
+    pub(crate) fn check_views(&mut self) -> Result<(), EntityId> {
+        /// Whether a rebuild sent anything.
+        struct Changed(bool);
+        impl EventSink for Changed {
+            fn event(&mut self, _: Event) {
+                self.0 = true;
+            }
+        }
+        self.sort_observers();
+        for k in 0..self.by_id.len() {
+            let (id, slot) = self.by_id[k];
+            let mut changed = Changed(false);
+            self.rebuild_view(slot, &mut changed);
+            if changed.0 {
+                return Err(id);
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {

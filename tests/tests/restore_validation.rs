@@ -96,3 +96,35 @@ fn a_view_beyond_the_observers_reach_is_refused_or_left_cleanly() {
     );
     assert!(World::restore(&world.snapshot()).is_ok());
 }
+
+/// One cell: observer 4 sees nothing although NPC 3 stands next to it.
+/// Ticks trust views to be the rule applied, so despawning NPC 3 once sent
+/// observer 4 a Leave for a subject it never saw (and underflowed the
+/// digest's pair count). The view is refused instead.
+#[test]
+fn a_view_missing_a_visible_subject_is_refused() {
+    let config = Config {
+        width_cells: 1,
+        height_cells: 1,
+        max_entities: 9,
+        max_observers: 4,
+        max_view: 1,
+        ..Config::default()
+    };
+    let s = sealed(
+        config,
+        2,
+        vec![entity(3, 0, false, vec![]), entity(4, 0, true, vec![])],
+    );
+    assert_eq!(
+        World::restore(&s).err(),
+        Some(lockgrid_kernel::RestoreError::View(4))
+    );
+    // The same with the view the rule gives is restored.
+    let s = sealed(
+        config,
+        2,
+        vec![entity(3, 0, false, vec![]), entity(4, 0, true, vec![3])],
+    );
+    assert!(World::restore(&s).is_ok());
+}

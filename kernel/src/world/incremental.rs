@@ -9,11 +9,13 @@
 //! its view: O(changed subjects near it), not O(its view).
 //!
 //! This rests on the view invariant: at the end of every tick an observer's
-//! view is the rule applied to everything's state at that time. An observer
-//! whose own state changed, that lost a subject to a despawn, or whose view
-//! is full (it may be culled to `max_view`, so a change anywhere in range
-//! can swap who is kept) is rebuilt instead, unless its view keeps a margin
-//! around its cut-off (see `culled.rs`).
+//! view is the rule applied to everything's state at that time (a restored
+//! snapshot is checked for it). A despawned subject is paired as one that
+//! moved to nowhere, while its slot stays vacant. An observer whose own
+//! state changed, that saw a despawned subject whose slot a spawn took
+//! over, or whose view is full (it may be culled to `max_view`, so a change
+//! anywhere in range can swap who is kept) is rebuilt instead, unless its
+//! view keeps a margin around its cut-off (see `culled.rs`).
 
 use super::{send_enter, send_leave, Entity, World};
 use crate::command::EntityId;
@@ -173,6 +175,8 @@ pub(super) struct Subject {
     /// Its position changed (or it is new), not only its update fell due.
     pub(super) moved: bool,
     pub(super) due: bool,
+    /// Despawned: it stands nowhere now (`now` repeats `before`).
+    pub(super) gone: bool,
 }
 
 impl World {
@@ -251,6 +255,11 @@ impl World {
             return;
         }
         if w.has_margin() {
+            if subject.gone {
+                // Its margin cannot tell a despawn: rank again.
+                self.mark_rebuild(o, t);
+                return;
+            }
             // A culled view with a margin: that knows who is kept.
             if let Some(kind) = self.culled_kind(w, subject) {
                 self.mark_affected(o, t);
@@ -303,7 +312,10 @@ impl World {
                 }
             }
         };
-        let now = zone(subject.now);
+        let now = match subject.gone {
+            true => Zone::Out,
+            false => zone(subject.now),
+        };
         // A subject only due an update stands where it stood.
         let was = match subject.moved {
             true => subject.before.map_or(Zone::Out, zone),

@@ -50,7 +50,7 @@ impl World {
         // Live entities hold 0..count; hand out the lowest free slot first.
         self.free_slots.clear();
         self.free_slots
-            .extend((self.count..self.config.max_entities).rev());
+            .extend((self.count..self.entities.len() as u32).rev());
 
         // Views in their observers' order: `by_id` is sorted and clean.
         let entities = &self.entities;
