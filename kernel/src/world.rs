@@ -286,6 +286,12 @@ pub struct World {
     /// with no despawned one left in.
     by_id: Vec<(EntityId, u32)>,
     by_id_clean: bool,
+    /// How many leading entries of `by_id` were sorted when it was last
+    /// sorted; spawns append after them.
+    by_id_sorted: usize,
+    /// Room to merge `by_id`'s appended tail into its sorted head: its live
+    /// entries, at most `max_observers`.
+    by_id_tail: Vec<(EntityId, u32)>,
     /// Observers in `by_id` whose slot is below the one before, as of its
     /// last sort: how far churn has shuffled slots out of id order.
     shuffled: u32,
@@ -436,8 +442,12 @@ impl World {
             ),
             ring_counts: vec![0; max_ring as usize + 1],
             max_ring: 0,
-            by_id: Vec::with_capacity(config.max_observers as usize),
+            // Twice the observers: despawned ones stay listed until the
+            // next sort, and dropping them costs a pass over the list.
+            by_id: Vec::with_capacity(2 * config.max_observers as usize),
             by_id_clean: true,
+            by_id_sorted: 0,
+            by_id_tail: Vec::with_capacity(config.max_observers as usize),
             shuffled: 0,
             slot_numbering: Renumbering::new(slots),
             view_numbering: Renumbering::new(config.max_observers),
@@ -993,19 +1003,34 @@ impl World {
 
     /// Sorts `by_id`, dropping observers no longer alive, so that a tick
     /// rebuilding every view need neither walk the entity table nor sort.
+    /// Only the spawns appended since the last sort are sorted, then merged
+    /// in: `O(observers + spawned · log spawned)`.
     fn sort_observers(&mut self) {
         if self.by_id_clean {
             return;
         }
-        let entities = &self.entities;
+        let (ids, observer_slots) = (&self.ids, &self.observer_slots);
+        let (mut k, mut head) = (0, 0);
+        let sorted = self.by_id_sorted;
         self.by_id.retain(|&(id, slot)| {
-            let e = &entities[slot as usize];
-            e.alive && e.id == id && e.is_observer()
+            let live = observer_slots.get(slot) && ids.id(slot) == id;
+            head += usize::from(live && k < sorted);
+            k += 1;
+            live
         });
-        self.by_id.sort_unstable();
+        let (sorted_head, tail) = self.by_id.split_at_mut(head);
+        tail.sort_unstable();
+        if let (Some(last), Some(first)) = (sorted_head.last(), tail.first()) {
+            if last > first {
+                self.by_id_tail.clear();
+                self.by_id_tail.extend_from_slice(tail);
+                merge_back(&mut self.by_id, head, &self.by_id_tail);
+            }
+        }
         // The same id despawned and spawned again into the same slot.
         self.by_id.dedup();
         self.by_id_clean = true;
+        self.by_id_sorted = self.by_id.len();
         let descents = self.by_id.windows(2).filter(|w| w[1].1 < w[0].1).count();
         // Fewer than max_observers ≤ 2^32.
         self.shuffled = descents as u32;
@@ -1403,6 +1428,27 @@ impl World {
                 if e.sent.map(|s| s.motion) != Some(e.cur) {
                     self.pending.push(slot);
                 }
+            }
+        }
+    }
+}
+
+/// Merges `tail` (sorted) into `items`, whose first `head` entries are
+/// sorted and whose rest has room for `tail`, from the back.
+fn merge_back<T: Ord + Copy>(items: &mut [T], head: usize, tail: &[T]) {
+    let (mut i, mut j) = (head, tail.len());
+    for w in (0..items.len()).rev() {
+        let Some(&t) = j.checked_sub(1).and_then(|j| tail.get(j)) else {
+            break; // The rest of the head is in place already.
+        };
+        match i.checked_sub(1).map(|i| items[i]) {
+            Some(h) if h > t => {
+                items[w] = h;
+                i -= 1;
+            }
+            _ => {
+                items[w] = t;
+                j -= 1;
             }
         }
     }
