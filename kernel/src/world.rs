@@ -353,7 +353,8 @@ pub struct World {
     /// Grid mode: the squares are valid this tick too, for crowds to rank
     /// from (a crowd's cut-off is well inside its ring of cells).
     grid_squares: bool,
-    /// Whether any subject's update is due this tick.
+    /// Whether any subject already visible somewhere may be due an update
+    /// this tick (one spawned this tick is due, but enters instead).
     any_due: bool,
     /// Grid mode: subjects only due an update are not paired this tick;
     /// every view is walked for its due subjects instead (see
@@ -1066,7 +1067,9 @@ impl World {
                 tick: t,
             });
             self.due.set(slot);
-            self.any_due = true;
+            // One spawned this tick is in no view yet: it enters, it is
+            // never updated, so it gives a rebuild's walk nothing to find.
+            self.any_due |= !change.fresh;
         }
         // While views are walked for updates, only relocation needs pairing.
         let paired_due = change.due && !self.walk_updates;
