@@ -21,7 +21,6 @@ mod measure;
 mod peers;
 mod workload;
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use lockgrid_kernel::{Command, EntityId, Visibility, World};
@@ -587,18 +586,24 @@ impl Kernel {
         }
     }
 
-    /// Every live entity's index in the floor's dense arrays (by id), the
-    /// observers' indices, and the visible pairs in CSR form: offsets per
-    /// observer into subject indices.
-    fn pairs(&self) -> (BTreeMap<EntityId, u32>, Vec<u32>, Vec<usize>, Vec<u32>) {
-        let index: BTreeMap<EntityId, u32> = self.world.entities().map(|e| e.id).zip(0..).collect();
+    /// Every live entity's index in the floor's dense arrays (its rank by
+    /// id, by id: workload ids are small), the observers' indices, and the
+    /// visible pairs in CSR form: offsets per observer into subject indices.
+    fn pairs(&self) -> (Vec<u32>, Vec<u32>, Vec<usize>, Vec<u32>) {
+        let mut ids: Vec<EntityId> = self.world.entities().map(|e| e.id).collect();
+        ids.sort_unstable();
+        let top = ids.last().map_or(0, |&id| id as usize + 1);
+        let mut index = vec![u32::MAX; top];
+        for (&id, i) in ids.iter().zip(0..) {
+            index[id as usize] = i;
+        }
         let (mut observers, mut offsets, mut subjects) = (Vec::new(), vec![0], Vec::new());
-        for (&o, &i) in &index {
+        for &o in &ids {
             let Some(view) = self.world.view(o) else {
                 continue;
             };
-            observers.push(i);
-            subjects.extend(view.map(|s| index[&s]));
+            observers.push(index[o as usize]);
+            subjects.extend(view.map(|s| index[s as usize]));
             offsets.push(subjects.len());
         }
         (index, observers, offsets, subjects)
@@ -616,10 +621,11 @@ impl Contender for Kernel {
 
     fn floor(&self) -> f64 {
         let (index, observers, offsets, subjects) = self.pairs();
-        let (mut x, mut y) = (vec![0; index.len()], vec![0; index.len()]);
+        let n = self.world.len() as usize;
+        let (mut x, mut y) = (vec![0; n], vec![0; n]);
         for e in self.world.entities() {
-            x[index[&e.id] as usize] = e.pos.x.to_bits();
-            y[index[&e.id] as usize] = e.pos.y.to_bits();
+            x[index[e.id as usize] as usize] = e.pos.x.to_bits();
+            y[index[e.id as usize] as usize] = e.pos.y.to_bits();
         }
         floor_ns_per_pair(&x, &y, &observers, &offsets, &subjects)
     }
