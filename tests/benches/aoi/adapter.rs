@@ -44,9 +44,10 @@ struct Shown {
 pub struct Adapter {
     mode: Visibility,
     max_view: usize,
-    /// The id holding each seat, and the seat of each id. Workload ids fit
-    /// `u32`, as the views' entries do.
+    /// The id holding each seat. Workload ids fit `u32`, as the views'
+    /// entries do.
     ids: Vec<u32>,
+    /// The seat of each id that took a seat over; a first id is its seat.
     seats: HashMap<u64, u32>,
     /// Whether any seat has changed hands, so that seats are not ids.
     churned: bool,
@@ -156,6 +157,7 @@ impl Adapter {
                             assert!(s.id > self.last_id, "a seat changes hands to a fresh id");
                             self.ids[seat as usize] = u32::try_from(s.id).expect("ids fit u32");
                             self.churned = true;
+                            self.seats.insert(s.id, seat);
                             if s.observer {
                                 self.respawned.push(seat);
                             }
@@ -163,20 +165,14 @@ impl Adapter {
                         }
                         None => self.add_seat(s.id, s.observer),
                     };
-                    self.seats.insert(s.id, seat);
                     self.last_id = self.last_id.max(s.id);
                     self.shown[seat as usize].layers = s.layers;
                     (seat, s.pos, s.dir, s.speed)
                 }
-                Command::Move(m) => {
-                    let seat = match self.churned {
-                        false => m.id as u32,
-                        true => self.seats[&m.id],
-                    };
-                    (seat, m.pos, m.dir, m.speed)
-                }
+                Command::Move(m) => (self.seat(m.id), m.pos, m.dir, m.speed),
                 Command::Despawn { id } => {
-                    let seat = self.seats.remove(id).expect("workloads despawn live ids");
+                    let seat = self.seat(*id);
+                    self.seats.remove(id);
                     // Its spawn comes next; its view goes without events.
                     self.views[seat as usize].clear();
                     self.vacated = Some(seat);
@@ -203,6 +199,15 @@ impl Adapter {
             let (ids, first) = (&self.ids, self.ids[first as usize]);
             self.observers.retain(|&o| ids[o as usize] < first);
             self.observers.append(&mut self.respawned);
+        }
+    }
+
+    /// The seat of live entity `id`: a first id is its own seat, and any
+    /// later one is above them all.
+    fn seat(&self, id: u64) -> u32 {
+        match id < self.ids.len() as u64 {
+            true => id as u32,
+            false => self.seats[&id],
         }
     }
 
