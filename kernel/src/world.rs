@@ -288,13 +288,10 @@ pub struct World {
     by_id_clean: bool,
     /// How many leading entries of `by_id` were sorted when it was last
     /// sorted; spawns append after them.
-    by_id_sorted: usize,
+    by_id_sorted: u32,
     /// Room to merge `by_id`'s appended tail into its sorted head: its live
     /// entries, at most `max_observers`.
     by_id_tail: Vec<(EntityId, u32)>,
-    /// Observers in `by_id` whose slot is below the one before, as of its
-    /// last sort: how far churn has shuffled slots out of id order.
-    shuffled: u32,
     slot_numbering: Renumbering,
     view_numbering: Renumbering,
 
@@ -449,7 +446,6 @@ impl World {
             by_id_clean: true,
             by_id_sorted: 0,
             by_id_tail: Vec::with_capacity(config.max_observers as usize),
-            shuffled: 0,
             slot_numbering: Renumbering::new(slots),
             view_numbering: Renumbering::new(config.max_observers),
             pending: Vec::with_capacity(n),
@@ -698,9 +694,13 @@ impl World {
 
         self.settle_touched();
 
+        // Only spawns and despawns move slots out of id order.
+        let churned = self.ids.any_churned();
         self.ids.end_tick();
         self.free_slots.append(&mut self.released);
-        self.renumber_if_shuffled();
+        if churned {
+            self.renumber_if_shuffled();
+        }
         self.tick = t;
         self.digest = self.compute_digest();
         TickReport {
@@ -1031,10 +1031,8 @@ impl World {
         // The same id despawned and spawned again into the same slot.
         self.by_id.dedup();
         self.by_id_clean = true;
-        self.by_id_sorted = self.by_id.len();
-        let descents = self.by_id.windows(2).filter(|w| w[1].1 < w[0].1).count();
-        // Fewer than max_observers ≤ 2^32.
-        self.shuffled = descents as u32;
+        // by_id holds at most twice max_observers ≤ 2^22.
+        self.by_id_sorted = self.by_id.len() as u32;
     }
 
     fn release_ring(&mut self, ring: u32) {

@@ -4,14 +4,30 @@ use super::World;
 
 impl World {
     /// Renumbers the slots in id order once more than an eighth of the
-    /// observers are out of it, as counted when they were last sorted.
-    /// Churn shuffles slots slowly (a freed slot goes to the next spawn,
-    /// whatever its id), so this is rare; a world spawned in id order and
-    /// never churned never does it.
+    /// live entities are out of it: with an id below that of the live
+    /// entity in the slot before. Churn shuffles slots slowly (a freed slot
+    /// goes to the next spawn, whatever its id), so this is rare; a world
+    /// spawned in id order and never churned never does it. Called after
+    /// ticks with churn only: `O(slots)`, a few µs per 10 000.
     pub(super) fn renumber_if_shuffled(&mut self) {
-        if u64::from(self.shuffled) * 8 > u64::from(self.observers) {
+        if u64::from(self.shuffled()) * 8 > u64::from(self.count) {
             self.renumber_slots();
         }
+    }
+
+    /// How many live entities have a smaller id than the live entity in
+    /// the slot before theirs.
+    fn shuffled(&self) -> u32 {
+        let (mut last, mut descents) = (None, 0);
+        for (slot, &born) in (0..).zip(&self.born) {
+            if born == u64::MAX {
+                continue; // vacant
+            }
+            let id = self.ids.id(slot);
+            descents += u32::from(last.is_some_and(|last| id < last));
+            last = Some(id);
+        }
+        descents
     }
 
     /// Gives every live entity the slot of its rank by id, and every live
@@ -19,6 +35,7 @@ impl World {
     /// everything kept by slot or by view to match. Between ticks only: the
     /// per-tick sets are empty and no slot is churned.
     pub(crate) fn renumber_slots(&mut self) {
+        debug_assert!(self.released.is_empty(), "between ticks only");
         self.sort_observers();
         let (entities, ids) = (&self.entities, &self.ids);
         let live = (0..self.entities.len() as u32).filter(|&s| entities[s as usize].alive);
@@ -71,7 +88,6 @@ impl World {
             e.view = r.to(e.view);
             *w = w.with_view(e.view);
         }
-        self.shuffled = 0;
     }
 }
 
@@ -208,7 +224,7 @@ mod tests {
             // Churn did shuffle the slots every so often, and the world
             // left alone renumbered itself at least once.
             assert!(shuffles > 50, "{shuffles} shuffled ticks");
-            assert!(plain.shuffled * 8 <= plain.observers);
+            assert!(plain.shuffled() * 8 <= plain.count);
             let _ = <Vec<Event> as EventSink>::event;
         }
     }
