@@ -89,7 +89,7 @@
 //!
 //! Observers are rebuilt in id order and per-entity records are kept by
 //! slot; churn hands freed slots to later spawns whatever their ids. Once
-//! an eighth of the observers sit out of id order, the world renumbers its
+//! an eighth of the entities sit out of id order, the world renumbers its
 //! slots and views in id order at the end of a tick, `O(entities log
 //! entities + visible pairs)`, which nothing outside can see.
 //! When many subjects change, the observers' records are first copied out
