@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::digest::{chain_lanes, DigestSums, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY};
-use crate::event::{Event, EventSink, RejectReason};
+use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
@@ -1571,19 +1571,10 @@ impl World {
     /// observer whose view that changes, as it would not had the view been
     /// the rule applied at the end of a tick.
     pub(crate) fn check_views(&mut self) -> Result<(), EntityId> {
-        /// Whether a rebuild sent anything.
-        struct Changed(bool);
-        impl EventSink for Changed {
-            fn event(&mut self, _: Event) {
-                self.0 = true;
-            }
-        }
         self.sort_observers();
         for k in 0..self.by_id.len() {
             let (id, slot) = self.by_id[k];
-            let mut changed = Changed(false);
-            self.rebuild_view(slot, &mut changed);
-            if changed.0 {
+            if self.rebuild_view(slot, &mut CountingSink::default()) > 0 {
                 return Err(id);
             }
         }

@@ -19,10 +19,7 @@ impl World {
     /// the slot before theirs.
     fn shuffled(&self) -> u32 {
         let (mut last, mut descents) = (None, 0);
-        for (slot, &born) in (0..).zip(&self.born) {
-            if born == u64::MAX {
-                continue; // vacant
-            }
+        for slot in live_slots(&self.born) {
             let id = self.ids.id(slot);
             descents += u32::from(last.is_some_and(|last| id < last));
             last = Some(id);
@@ -37,8 +34,7 @@ impl World {
     pub(crate) fn renumber_slots(&mut self) {
         debug_assert!(self.released.is_empty(), "between ticks only");
         self.sort_observers();
-        let (entities, ids) = (&self.entities, &self.ids);
-        let live = (0..self.entities.len() as u32).filter(|&s| entities[s as usize].alive);
+        let (live, ids) = (live_slots(&self.born), &self.ids);
         self.slot_numbering.plan_by_key(live, |s| ids.id(s));
         let r = &mut self.slot_numbering;
         r.permute(&mut self.entities);
@@ -91,23 +87,31 @@ impl World {
     }
 }
 
+/// The slots live entities hold, ascending, read off the compact spawn-tick
+/// array (`u64::MAX` when vacant) rather than the entity records.
+fn live_slots(born: &[u64]) -> impl Iterator<Item = u32> + '_ {
+    (0..)
+        .zip(born)
+        .filter(|&(_, &b)| b != u64::MAX)
+        .map(|(slot, _)| slot)
+}
+
 #[cfg(test)]
 mod tests {
     use alloc::vec::Vec;
 
+    use crate::digest::mix64;
     use crate::world::Entity;
     use crate::{Command, Config, Event, EventSink, Fix, Move, Pos, Spawn, Visibility, World};
 
-    /// A small deterministic generator, so the test needs no dependency.
-    struct Lcg(u64);
+    /// A deterministic stream from the digest's mixer, as other kernel
+    /// tests draw theirs.
+    struct Rng(u64);
 
-    impl Lcg {
+    impl Rng {
         fn below(&mut self, n: u64) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (self.0 >> 33) % n
+            self.0 = mix64(self.0);
+            self.0 % n
         }
 
         fn pos(&mut self) -> Pos {
@@ -121,7 +125,7 @@ mod tests {
     /// tenth of that, so views are updated rather than rebuilt, and crowds
     /// keep margins.
     fn tick(
-        rng: &mut Lcg,
+        rng: &mut Rng,
         calm: bool,
         live: &mut Vec<(u64, Pos)>,
         next_id: &mut u64,
@@ -204,7 +208,7 @@ mod tests {
         for visibility in [Visibility::Grid, Visibility::Radius] {
             let mut plain = World::new(config(visibility)).unwrap();
             let mut renumbered = World::new(config(visibility)).unwrap();
-            let (mut rng, mut live, mut next_id) = (Lcg(7), Vec::new(), 0);
+            let (mut rng, mut live, mut next_id) = (Rng(7), Vec::new(), 0);
             let mut shuffles = 0;
             for t in 1..=200 {
                 let calm = t % 20 >= 10;
