@@ -291,7 +291,7 @@ impl Adapter {
             *max_candidates = (*max_candidates).max(candidates.len());
             // Until a seat changes hands, seats are ids, and sorting by
             // seat is sorting by id.
-            let id_of = |seat: u32| match churned {
+            let id_at = |seat: u32| match churned {
                 false => seat,
                 true => ids[seat as usize],
             };
@@ -299,19 +299,20 @@ impl Adapter {
                 // Crowd culling, as the kernel does: the nearest by (dist², id).
                 if *max_view > 0 {
                     let nth = *max_view - 1;
-                    candidates.select_nth_unstable_by_key(nth, |&(d, s)| (d, id_of(s)));
+                    candidates.select_nth_unstable_by_key(nth, |&(d, s)| (d, id_at(s)));
                 }
                 candidates.truncate(*max_view);
             }
             // Then the distance is done with: it makes room for the id.
             if churned {
                 for c in candidates.iter_mut() {
-                    c.0 = i64::from(ids[c.1 as usize]);
+                    c.0 = i64::from(id_at(c.1));
                 }
                 candidates.sort_unstable_by_key(|c| c.0);
             } else {
                 candidates.sort_unstable_by_key(|c| c.1);
             }
+            // A candidate's id: its seat, or what replaced its distance.
             let id_of = |&(id, seat): &(i64, u32)| match churned {
                 false => seat,
                 true => id as u32,

@@ -616,7 +616,8 @@ impl Contender for Kernel {
     }
 
     fn visible_pairs(&self) -> u64 {
-        self.pairs().3.len() as u64
+        let views = self.world.entities().filter_map(|e| self.world.view(e.id));
+        views.map(|view| view.count() as u64).sum()
     }
 
     fn floor(&self) -> f64 {
