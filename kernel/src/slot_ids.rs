@@ -20,6 +20,10 @@ pub(crate) struct SlotIds {
     churned: SlotBits,
     /// The churned slots, to clear them at the end of the tick.
     churn: Vec<u32>,
+    /// Whether live slots ascend by id, so that a view (ascending by id)
+    /// ascends by slot too and is searched without looking ids up. Churn
+    /// clears it; the world sets it again once it has checked the order.
+    in_order: bool,
 }
 
 impl SlotIds {
@@ -30,13 +34,37 @@ impl SlotIds {
             prior: vec![0; n],
             churned: SlotBits::new(slots),
             churn: Vec::with_capacity(n),
+            in_order: true,
         }
     }
 
-    /// Where `id` is (`Ok`) or would go (`Err`) in `view`, slots in
-    /// ascending order of their occupants' ids.
-    pub(crate) fn search(&self, view: &[u32], id: EntityId) -> Result<usize, usize> {
-        view.binary_search_by_key(&id, |&s| self.id(s))
+    /// Where the occupant of `slot` is (`Ok`) or would go (`Err`) in
+    /// `view`, slots in ascending order of their occupants' ids.
+    pub(crate) fn search(&self, view: &[u32], slot: u32) -> Result<usize, usize> {
+        if self.in_order {
+            // Each probe is one load instead of two dependent ones.
+            view.binary_search(&slot)
+        } else {
+            view.binary_search_by_key(&self.id(slot), |&s| self.id(s))
+        }
+    }
+
+    /// The key that orders the current occupant of `slot` by id among
+    /// live slots: the slot itself while slots ascend by id, sparing the
+    /// look-up.
+    #[inline(always)]
+    pub(crate) fn key(&self, slot: u32) -> EntityId {
+        if self.in_order {
+            EntityId::from(slot)
+        } else {
+            self.id(slot)
+        }
+    }
+
+    /// Records whether live slots ascend by id; call between ticks, after
+    /// checking.
+    pub(crate) fn set_in_order(&mut self, in_order: bool) {
+        self.in_order = in_order;
     }
 
     /// The id of the slot's current occupant.
@@ -69,6 +97,7 @@ impl SlotIds {
     /// Records that the slot's occupant is despawned or replaced this tick;
     /// call before its id changes.
     pub(crate) fn churn(&mut self, slot: u32) {
+        self.in_order = false;
         if !self.churned.get(slot) {
             self.churned.set(slot);
             self.churn.push(slot);
@@ -86,6 +115,7 @@ impl SlotIds {
     pub(crate) fn renumber(&mut self, r: &mut Renumbering) {
         debug_assert!(self.churn.is_empty());
         r.permute(&mut self.ids);
+        self.in_order = true;
     }
 
     /// Ends the tick: no slot is churned any more.
@@ -116,5 +146,30 @@ mod tests {
         ids.end_tick();
         assert!(!ids.churned(1) && !ids.any_churned());
         assert_eq!(ids.old(1), 20);
+    }
+
+    #[test]
+    fn views_are_searched_by_slot_only_while_slots_ascend_by_id() {
+        let mut ids = SlotIds::new(4);
+        for (slot, id) in [(0, 5), (1, 7), (2, 9), (3, 11)] {
+            ids.churn(slot);
+            ids.set(slot, id);
+        }
+        ids.end_tick();
+        ids.set_in_order(true);
+        assert_eq!(ids.search(&[0, 2, 3], 2), Ok(1));
+        assert_eq!(ids.search(&[0, 2, 3], 1), Err(1));
+        assert_eq!((ids.key(1), ids.key(3)), (1, 3));
+
+        // Slot 0 now holds the largest id: a view ascending by id lists it
+        // last, and searching it by slot would look in the wrong place.
+        ids.churn(0);
+        ids.set(0, 20);
+        assert_eq!(ids.search(&[2, 3, 0], 0), Ok(2));
+        assert_eq!(ids.search(&[2, 3, 0], 1), Err(0));
+        assert_eq!(ids.key(0), 20);
+        ids.end_tick();
+        ids.set_in_order(false);
+        assert_eq!(ids.search(&[1, 2, 0], 0), Ok(2));
     }
 }

@@ -1297,8 +1297,9 @@ impl World {
                     continue;
                 }
                 if next < entered.len() {
-                    let id = ids.id(s);
-                    while let Some(&(_, e)) = entered.get(next).filter(|&&(e, _)| e < id) {
+                    let key = ids.key(s);
+                    while let Some(&(_, e)) = entered.get(next).filter(|&&(_, e)| ids.key(e) < key)
+                    {
                         put(e);
                         next += 1;
                     }
@@ -1583,6 +1584,7 @@ impl World {
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {
         self.ids.end_tick();
+        self.ids.set_in_order(self.shuffled() == 0);
         self.tick = tick;
         self.digest = self.compute_digest();
     }

@@ -346,7 +346,7 @@ impl World {
                 return self.rebuild_view(slot, sink);
             }
             let id = ids.id(s);
-            let was = || ids.search(old, id).is_ok();
+            let was = || ids.search(old, s).is_ok();
             let Some(kind) = kind.resolve(was, self.due.get(s)) else {
                 continue;
             };
@@ -397,12 +397,12 @@ impl World {
             let ids = &self.ids;
             self.views.rewrite(view, |old, out| {
                 let old = stream_in(old);
-                let at = |id| ids.search(old, id).unwrap_or_else(|p| p);
+                let at = |s| ids.search(old, s).unwrap_or_else(|p| p);
                 splice(
                     old,
                     out,
-                    left.iter().map(|g| at(g.1)),
-                    entered.iter().map(|g| (at(g.1), g.2)),
+                    left.iter().map(|g| at(g.2)),
+                    entered.iter().map(|g| (at(g.2), g.2)),
                 )
             });
         }

@@ -10,14 +10,16 @@ impl World {
     /// spawned in id order and never churned never does it. Called after
     /// ticks with churn only: `O(slots)`, a few µs per 10 000.
     pub(super) fn renumber_if_shuffled(&mut self) {
-        if u64::from(self.shuffled()) * 8 > u64::from(self.count) {
+        let shuffled = self.shuffled();
+        self.ids.set_in_order(shuffled == 0);
+        if u64::from(shuffled) * 8 > u64::from(self.count) {
             self.renumber_slots();
         }
     }
 
     /// How many live entities have a smaller id than the live entity in
     /// the slot before theirs.
-    fn shuffled(&self) -> u32 {
+    pub(super) fn shuffled(&self) -> u32 {
         let (mut last, mut descents) = (None, 0);
         for slot in live_slots(&self.born) {
             let id = self.ids.id(slot);
