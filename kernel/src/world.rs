@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
-use crate::digest::{chain_lanes, DigestSums, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY};
+use crate::digest::{
+    chain_lanes, DigestSums, ObserverPairs, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY,
+};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
@@ -982,9 +984,10 @@ impl World {
         self.index.remove(id);
         if e.is_observer() {
             // A despawned observer gets no further events: drop its view silently.
+            let pairs = ObserverPairs::new(e.id);
             for k in 0..self.views.slots(e.view).len() {
                 let subject = self.ids.old(self.views.slots(e.view)[k]);
-                self.sums.remove_pair(e.id, subject);
+                self.sums.remove_pair(&pairs, subject);
             }
             self.views.release(e.view);
             self.margins.clear(e.view);
@@ -1272,6 +1275,7 @@ impl World {
         // with `entered` (just sorted); any other gets its Leave. Kept
         // subjects due an update get theirs after the Enters.
         let mut leaves = 0;
+        let pairs = ObserverPairs::new(observer);
         let (marks, sums, entered) = (&mut self.marks, &mut self.sums, &self.entered);
         let ids = &self.ids;
         self.views.rewrite(view, |old, out| {
@@ -1292,7 +1296,7 @@ impl World {
                 // remain to be placed.
                 if !kept {
                     let subject = ids.old(s);
-                    send_leave(sink, sums, observer, subject);
+                    send_leave(sink, sums, &pairs, subject);
                     leaves += 1;
                     continue;
                 }
@@ -1314,7 +1318,7 @@ impl World {
         let mut events = leaves;
         for &(id, s) in &self.entered {
             self.marks.clear(s);
-            send_enter(sink, &mut self.sums, observer, id, &self.shown[s as usize]);
+            send_enter(sink, &mut self.sums, &pairs, id, &self.shown[s as usize]);
             events += 1;
         }
         if self.any_due {
@@ -1462,10 +1466,11 @@ fn merge_back<T: Ord + Copy>(items: &mut [T], head: usize, tail: &[T]) {
 fn send_leave<S: EventSink>(
     sink: &mut S,
     sums: &mut DigestSums,
-    observer: EntityId,
+    pairs: &ObserverPairs,
     subject: EntityId,
 ) {
-    sums.remove_pair(observer, subject);
+    sums.remove_pair(pairs, subject);
+    let observer = pairs.observer();
     sink.event(Event::Leave { observer, subject });
 }
 
@@ -1476,13 +1481,13 @@ fn send_leave<S: EventSink>(
 fn send_enter<S: EventSink>(
     sink: &mut S,
     sums: &mut DigestSums,
-    observer: EntityId,
+    pairs: &ObserverPairs,
     subject: EntityId,
     shown: &Shown,
 ) {
-    sums.add_pair(observer, subject);
+    sums.add_pair(pairs, subject);
     sink.event(Event::Enter {
-        observer,
+        observer: pairs.observer(),
         subject,
         pos: shown.pos,
         dir: shown.dir,
@@ -1560,8 +1565,9 @@ impl World {
             }
             self.candidates.push_if(s, true);
         }
+        let pairs = ObserverPairs::new(id);
         for &subject in view {
-            self.sums.add_pair(id, subject);
+            self.sums.add_pair(&pairs, subject);
         }
         let slots: Vec<u32> = self.candidates.as_slice().to_vec();
         self.views.set(e.view, &slots);

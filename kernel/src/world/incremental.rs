@@ -20,6 +20,7 @@
 use super::{send_enter, send_leave, Entity, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
+use crate::digest::ObserverPairs;
 use crate::event::EventSink;
 use crate::fixed_point::Pos;
 use crate::grid::chebyshev;
@@ -371,13 +372,14 @@ impl World {
         let o = &self.entities[slot as usize];
         let (observer, view) = (o.id, o.view);
         self.group.sort_unstable();
+        let pairs = ObserverPairs::new(observer);
 
         for &(kind, subject, s) in &self.group {
             match kind {
-                PairKind::Leave => send_leave(sink, &mut self.sums, observer, subject),
+                PairKind::Leave => send_leave(sink, &mut self.sums, &pairs, subject),
                 PairKind::Enter => {
                     let shown = &self.shown[s as usize];
-                    send_enter(sink, &mut self.sums, observer, subject, shown);
+                    send_enter(sink, &mut self.sums, &pairs, subject, shown);
                 }
                 // Resolved pairs are Leaves, Enters and Updates only.
                 _ => sink.event(self.update(observer, subject, s)),
