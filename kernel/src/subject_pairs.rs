@@ -166,16 +166,27 @@ impl SubjectPairs {
         self.overflowed
     }
 
-    /// Groups the pairs by observer (a counting sort: each observer's
-    /// group is placed when its first pair is met), keeping each group in
-    /// recording order.
+    /// Groups the pairs by observer (a counting sort), keeping each group
+    /// in recording order.
     pub(crate) fn group(&mut self) {
         // `end` doubles as the fill cursor: it starts where the group
-        // starts and finishes where it ends. Mark every group unplaced.
-        for &(observer, _) in &self.pairs {
-            self.end[observer as usize] = u32::MAX;
-        }
+        // starts and finishes where it ends.
         let mut next = 0u32;
+        if self.pairs.len() >= self.count.len() / 4 {
+            // Groups in slot order: observers are updated in id order,
+            // which slots follow, so they read their groups in one stream
+            // instead of one jump each.
+            for (end, &count) in self.end.iter_mut().zip(&self.count) {
+                *end = next;
+                next += count;
+            }
+        } else {
+            // Few pairs: place each group when its first pair is met, and
+            // touch only the observers that have one.
+            for &(observer, _) in &self.pairs {
+                self.end[observer as usize] = u32::MAX;
+            }
+        }
         for &(observer, word) in &self.pairs {
             let o = observer as usize;
             if self.end[o] == u32::MAX {
@@ -226,6 +237,23 @@ mod tests {
         pairs.group();
         assert_eq!(pairs.of(1).len(), 1);
         assert!(pairs.of(3).is_empty());
+    }
+
+    #[test]
+    fn few_pairs_among_many_slots_group_the_same() {
+        // Fewer pairs than a quarter of the slots: groups are placed as
+        // met rather than laid out in slot order.
+        let mut pairs = SubjectPairs::new(64, 2);
+        for (observer, subject) in [(40, 1), (3, 2), (40, 3), (9, 4), (3, 5)] {
+            assert!(pairs.push(observer, subject, PairKind::Leave));
+        }
+        pairs.group();
+        let of = |o| pairs.of(o).iter().map(|&w| unpack(w).0).collect::<Vec<_>>();
+        assert_eq!(
+            (of(40), of(3), of(9)),
+            ([1, 3].into(), [2, 5].into(), [4].into())
+        );
+        assert!(of(0).is_empty() && of(63).is_empty());
     }
 
     #[test]
