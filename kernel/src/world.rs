@@ -244,8 +244,9 @@ struct Gone {
     slot: u32,
     id: EntityId,
     layers: u32,
-    /// Where it stood at the end of last tick.
+    /// Where it stood at the end of last tick, and in which cell.
     pos: Pos,
+    cell: u32,
 }
 
 /// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
@@ -363,6 +364,11 @@ pub struct World {
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
+    /// Per slot: the cell its entity stood in at the end of last tick
+    /// (`Entity::prev`'s), so that finding whether it crossed a border,
+    /// and where from, divides nothing. Apart from the entities, whose
+    /// record it would push past three cache lines.
+    prev_cells: Vec<u32>,
     /// Per slot: its entity's digest term hashed as far as the words that
     /// change only at spawn or when an update is sent
     /// ([`Entity::head_words`]), so that a move hashes only its motion.
@@ -487,6 +493,7 @@ impl World {
                 rebuild: vec![0; n],
             },
             born: vec![u64::MAX; n],
+            prev_cells: vec![0; n],
             heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
             ids: SlotIds::new(slots),
             due: SlotBits::new(slots),
@@ -754,7 +761,7 @@ impl World {
                 paired += 1;
                 let before = match c.fresh {
                     true => None,
-                    false => self.cell_index(e.prev.pos),
+                    false => Some(self.prev_cells[slot as usize]),
                 };
                 for cell in before.into_iter().chain([e.cell]) {
                     let around = self.grid.ring(cell, self.max_ring);
@@ -853,6 +860,7 @@ impl World {
         self.ids.churn(slot);
         self.ids.set(slot, s.id);
         self.born[slot as usize] = t;
+        self.prev_cells[slot as usize] = cell;
         self.shown[slot as usize] = Shown {
             pos: motion.pos,
             speed: motion.speed,
@@ -978,6 +986,7 @@ impl World {
                 id,
                 layers: e.layers,
                 pos: e.prev.pos,
+                cell: self.prev_cells[slot as usize],
             });
         }
         self.grid.remove(e.cell, slot, e.is_observer());
@@ -1078,7 +1087,7 @@ impl World {
             let e = &self.entities[slot as usize];
             let before = match change.fresh {
                 true => None,
-                false => self.place_of(e.prev.pos),
+                false => Some(self.place(self.prev_cells[slot as usize], e.prev.pos)),
             };
             let subject = Subject {
                 slot,
@@ -1107,11 +1116,11 @@ impl World {
         }
         let fresh = self.born[slot as usize] == t;
         let moved = fresh || e.cur != e.prev;
-        let crossed = || fresh || self.cell_index(e.prev.pos) != Some(e.cell);
+        let crossed = fresh || self.prev_cells[slot as usize] != e.cell;
         Some(ViewChange {
             fresh,
             moved,
-            relocated: moved && (!cells_only || crossed()),
+            relocated: moved && (!cells_only || crossed),
             due: self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t),
         })
     }
@@ -1120,9 +1129,7 @@ impl World {
     /// by pairing while its slot is vacant, else (a spawn took the slot
     /// over) by rebuilding every observer around (see [`spare_slots`]).
     fn pair_gone(&mut self, gone: Gone, t: u64) {
-        let Some(before) = self.place_of(gone.pos) else {
-            return;
-        };
+        let before = self.place(gone.cell, gone.pos);
         if self.entities[gone.slot as usize].alive {
             self.rebuild_observers_around(before.cell, t);
             return;
@@ -1413,6 +1420,7 @@ impl World {
                 let e = &mut self.entities[slot as usize];
                 if e.alive {
                     e.prev = e.cur;
+                    self.prev_cells[slot as usize] = e.cell;
                     match new_head {
                         true => head_words[lane] = e.head_words(),
                         false => heads[lane] = self.heads[slot as usize],
