@@ -84,6 +84,23 @@ pub(crate) fn chain_lanes<const L: usize, const N: usize>(
     }
 }
 
+/// [`chain_lanes`] where every lane has exactly `N` words: with no lane
+/// running short, the steps unroll into `L` independent chains.
+#[inline(always)]
+pub(crate) fn chain_full_lanes<const L: usize, const N: usize>(
+    chains: &mut [WordHasher; L],
+    lanes: &[[u64; N]; L],
+) {
+    for k in 0..N {
+        for (c, lane) in chains.iter_mut().zip(lanes) {
+            c.h = mix64(c.h ^ lane[k]).wrapping_add(GOLDEN);
+        }
+    }
+    for c in chains {
+        c.n += N as u64;
+    }
+}
+
 /// Domain tags keep entity, view and tick hashes apart.
 pub(crate) const DOMAIN_CONFIG: u64 = 0x6c67_636f_6e66_6967; // "lgconfig"
 pub(crate) const DOMAIN_ENTITY: u64 = 0x6c67_656e_7469_7479; // "lgentity"
@@ -186,6 +203,23 @@ mod tests {
         chain_lanes(&mut chains, &lanes);
         for ((lane, got), mut one) in lanes.iter().zip(chains).zip(starts) {
             for &w in &lane.words[..lane.len] {
+                one.word(w);
+            }
+            assert_eq!(got.finish(), one.finish());
+        }
+    }
+
+    #[test]
+    fn full_lanes_hash_like_one_hasher_each() {
+        let lanes = [[1, 2, 3, 4], [5, 6, 7, 8]];
+        let mut start = WordHasher::new(DOMAIN_ENTITY);
+        start.word(9);
+        let mut chains = [start; 2];
+        chain_full_lanes(&mut chains, &lanes);
+        for (lane, got) in lanes.iter().zip(chains) {
+            let mut one = WordHasher::new(DOMAIN_ENTITY);
+            one.word(9);
+            for &w in lane {
                 one.word(w);
             }
             assert_eq!(got.finish(), one.finish());

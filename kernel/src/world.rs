@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::digest::{
-    chain_lanes, DigestSums, ObserverPairs, WordHasher, Words, DOMAIN_CONFIG, DOMAIN_ENTITY,
+    chain_full_lanes, chain_lanes, DigestSums, ObserverPairs, WordHasher, Words, DOMAIN_CONFIG,
+    DOMAIN_ENTITY,
 };
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
@@ -160,7 +161,7 @@ impl Entity {
         let mut head = [WordHasher::new(DOMAIN_ENTITY)];
         chain_lanes(&mut head, &[self.head_words()]);
         let mut term = head;
-        chain_lanes(&mut term, &[self.motion_words()]);
+        chain_full_lanes(&mut term, &[self.motion_words()]);
         (term[0].finish(), head[0])
     }
 
@@ -188,13 +189,13 @@ impl Entity {
 
     /// The words of the digest term that follow its head: the motion,
     /// [`MOTION_WORDS`] of them.
-    fn motion_words(&self) -> Words<MOTION_WORDS> {
-        let mut h = Words::new();
-        h.word(self.cur.pos.x.to_bits() as u64)
-            .word(self.cur.pos.y.to_bits() as u64)
-            .word(u64::from(self.cur.dir))
-            .word(self.cur.speed.to_bits() as u64);
-        h
+    fn motion_words(&self) -> [u64; MOTION_WORDS] {
+        [
+            self.cur.pos.x.to_bits() as u64,
+            self.cur.pos.y.to_bits() as u64,
+            u64::from(self.cur.dir),
+            self.cur.speed.to_bits() as u64,
+        ]
     }
 }
 
@@ -1403,15 +1404,15 @@ impl World {
 
     /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its
     /// digest term, and keep it pending while it differs from what was
-    /// sent. Terms are hashed four at a time (see [`chain_lanes`]); a term's
+    /// sent. Terms are hashed eight at a time (see [`chain_lanes`]); a term's
     /// head only when an update was sent.
     fn settle_touched(&mut self) {
-        const LANES: usize = 4;
+        const LANES: usize = 8;
         for k in (0..self.touched.len()).step_by(LANES) {
             let mut slots = [None; LANES];
             let mut heads = [WordHasher::new(DOMAIN_ENTITY); LANES];
             let mut head_words = [Words::new(); LANES];
-            let mut motions = [Words::new(); LANES];
+            let mut motions = [[0; MOTION_WORDS]; LANES];
             for (lane, &slot) in self.touched[k..].iter().take(LANES).enumerate() {
                 // Its head changes only when an update is sent, and one
                 // always is at spawn (nothing sent yet is due).
@@ -1431,7 +1432,7 @@ impl World {
             }
             chain_lanes(&mut heads, &head_words);
             let mut terms = heads;
-            chain_lanes(&mut terms, &motions);
+            chain_full_lanes(&mut terms, &motions);
             for ((slot, head), term) in slots.into_iter().zip(heads).zip(terms) {
                 let Some(slot) = slot else { continue };
                 let term = term.finish();
