@@ -169,6 +169,7 @@
 
 extern crate alloc;
 
+mod cell_locator;
 mod command;
 mod config;
 mod digest;

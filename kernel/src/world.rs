@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cell_locator::CellLocator;
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::digest::{
@@ -262,6 +263,8 @@ struct Stamps {
 /// A deterministic lockstep AOI world. See the [crate docs](crate) for the contract.
 pub struct World {
     config: Config,
+    /// Finds a position's cell for the config, without dividing.
+    cells: CellLocator,
     config_hash: u64,
     throttle: Throttle,
     tick: u64,
@@ -428,6 +431,7 @@ impl World {
         };
         let mut world = World {
             config,
+            cells: CellLocator::new(&config),
             config_hash: config_hash(&config),
             throttle: throttle_of(&config),
             tick: 0,
@@ -808,7 +812,7 @@ impl World {
     }
 
     fn cell_index(&self, pos: Pos) -> Option<u32> {
-        self.config.cell_of(pos).map(|xy| self.grid.index(xy))
+        self.cells.cell_of(pos).map(|xy| self.grid.index(xy))
     }
 
     fn spawn(&mut self, s: &Spawn, t: u64) -> Result<(), RejectReason> {
