@@ -364,7 +364,8 @@ pub struct World {
     /// every view is walked for its due subjects instead (see
     /// [`World::paired_by_cells`]).
     walk_updates: bool,
-    entered: Vec<(EntityId, u32)>,
+    /// A rebuilding observer's entered subjects (slots), sorted by id.
+    entered: Vec<u32>,
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
@@ -1277,10 +1278,13 @@ impl World {
         self.entered.clear();
         for &s in self.candidates.as_slice() {
             if !self.marks.set_now(s) {
-                self.entered.push((self.ids.id(s), s));
+                self.entered.push(s);
             }
         }
-        self.entered.sort_unstable_by_key(|&(id, _)| id);
+        // Slots in id order compare as themselves: a sort of plain
+        // integers, without looking ids up.
+        let ids = &self.ids;
+        self.entered.sort_unstable_by_key(|&s| ids.key(s));
 
         // One pass over the old view, in id order: a kept entry (visible
         // before, same incarnation, and after) goes into the new view, merged
@@ -1314,28 +1318,28 @@ impl World {
                 }
                 if next < entered.len() {
                     let key = ids.key(s);
-                    while let Some(&(_, e)) = entered.get(next).filter(|&&(_, e)| ids.key(e) < key)
-                    {
+                    while let Some(&e) = entered.get(next).filter(|&&e| ids.key(e) < key) {
                         put(e);
                         next += 1;
                     }
                 }
                 put(s);
             }
-            for &(_, e) in entered.get(next..).unwrap_or(&[]) {
+            for &e in entered.get(next..).unwrap_or(&[]) {
                 put(e);
             }
             w
         });
         let mut events = leaves;
-        for &(id, s) in &self.entered {
+        for &s in &self.entered {
+            let id = self.ids.id(s);
             self.marks.clear(s);
             send_enter(sink, &mut self.sums, &pairs, id, &self.shown[s as usize]);
             events += 1;
         }
         if self.any_due {
             // The new view, just written, is still in cache.
-            events += self.send_updates(slot, self.entered.iter().map(|e| e.1), sink);
+            events += self.send_updates(slot, self.entered.iter().copied(), sink);
         }
         events
     }
