@@ -1412,8 +1412,8 @@ impl World {
 
     /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its
     /// digest term, and keep it pending while it differs from what was
-    /// sent. Terms are hashed eight at a time (see [`chain_lanes`]); a term's
-    /// head only when an update was sent.
+    /// sent. Terms are hashed eight at a time (see [`chain_lanes`] and
+    /// [`chain_full_lanes`]); a term's head only when an update was sent.
     fn settle_touched(&mut self) {
         const LANES: usize = 8;
         for k in (0..self.touched.len()).step_by(LANES) {

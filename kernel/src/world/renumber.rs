@@ -7,8 +7,10 @@ impl World {
     /// live entities are out of it: with an id below that of the live
     /// entity in the slot before. Churn shuffles slots slowly (a freed slot
     /// goes to the next spawn, whatever its id), so this is rare; a world
-    /// spawned in id order and never churned never does it. Called after
-    /// ticks with churn only: `O(slots)`, a few µs per 10 000.
+    /// spawned in id order and never churned never does it. Also records
+    /// whether live slots follow ids, which lets views be searched by
+    /// slot. Called after ticks with churn only: `O(slots)`, a few µs per
+    /// 10 000.
     pub(super) fn renumber_if_shuffled(&mut self) {
         let shuffled = self.shuffled();
         self.ids.set_in_order(shuffled == 0);
