@@ -21,8 +21,10 @@ pub(crate) struct SlotIds {
     /// The churned slots, to clear them at the end of the tick.
     churn: Vec<u32>,
     /// Whether live slots ascend by id, so that a view (ascending by id)
-    /// ascends by slot too and is searched without looking ids up. Churn
-    /// clears it; the world sets it again once it has checked the order.
+    /// ascends by slot too and is searched without looking ids up. A
+    /// despawn keeps it (old entries of a vacant slot still name its prior
+    /// id, in order); the world clears it when a spawn breaks the order,
+    /// and sets it again once it has checked the order.
     in_order: bool,
 }
 
@@ -97,7 +99,6 @@ impl SlotIds {
     /// Records that the slot's occupant is despawned or replaced this tick;
     /// call before its id changes.
     pub(crate) fn churn(&mut self, slot: u32) {
-        self.in_order = false;
         if !self.churned.get(slot) {
             self.churned.set(slot);
             self.churn.push(slot);
@@ -165,11 +166,11 @@ mod tests {
         // last, and searching it by slot would look in the wrong place.
         ids.churn(0);
         ids.set(0, 20);
+        ids.set_in_order(false);
         assert_eq!(ids.search(&[2, 3, 0], 0), Ok(2));
         assert_eq!(ids.search(&[2, 3, 0], 1), Err(0));
         assert_eq!(ids.key(0), 20);
         ids.end_tick();
-        ids.set_in_order(false);
         assert_eq!(ids.search(&[1, 2, 0], 0), Ok(2));
     }
 }

@@ -230,14 +230,16 @@ const PAIRING_COST: u64 = 8;
 /// percent of a crowded world move, each pair one event.
 const PAIRS_PER_ENTITY: u32 = 16;
 
-/// Slots beyond `max_entities` (a sixteenth more, within [`MAX_ENTITIES`]),
-/// so that a spawn rarely needs a slot freed in the same tick. A despawned
+/// Slots beyond `max_entities` (an eighth more, within [`MAX_ENTITIES`]),
+/// so that a spawn rarely needs a slot freed in the same tick, and spawns
+/// under fresh ids can take slots above every live one for many ticks
+/// before the slots are renumbered (see `World::top`). A despawned
 /// subject whose slot stays vacant until the tick ends leaves the views
 /// around it by pairing, like a subject that moved away; one whose slot a
 /// spawn took over is still named by old views in the same slot as the
 /// newcomer, so every observer around it is rebuilt instead.
 fn spare_slots(max_entities: u32) -> u32 {
-    (max_entities / 16).min(MAX_ENTITIES.saturating_sub(max_entities))
+    (max_entities / 8).min(MAX_ENTITIES.saturating_sub(max_entities))
 }
 
 /// A subject despawned this tick, as pairing needs it.
@@ -272,10 +274,18 @@ pub struct World {
     sums: DigestSums,
 
     entities: Vec<Entity>,
-    /// Free slots, the lowest last. Slots freed this tick wait in
-    /// `released` until it ends (see [`spare_slots`]).
+    /// Free slots: on top, those at or above `top`, the lowest last; below
+    /// them, those freed since, handed out only once the top ones are
+    /// gone. Slots freed this tick wait in `released` until it ends (see
+    /// [`spare_slots`]).
     free_slots: Vec<u32>,
     released: Vec<u32>,
+    /// One past the highest slot handed out since slots were last
+    /// numbered in id order, and the highest id any slot below it has
+    /// held since. A spawn above `top` under a greater id keeps slots in
+    /// id order, as fresh ids do.
+    top: u32,
+    top_id: Option<EntityId>,
     count: u32,
     /// Live observers.
     observers: u32,
@@ -442,6 +452,8 @@ impl World {
             // Popped from the back: hand out low slots first.
             free_slots: (0..slots).rev().collect(),
             released: Vec::with_capacity(n),
+            top: 0,
+            top_id: None,
             count: 0,
             observers: 0,
             index: IdIndex::with_capacity(config.max_entities),
@@ -712,7 +724,11 @@ impl World {
         // Only spawns and despawns move slots out of id order.
         let churned = self.ids.any_churned();
         self.ids.end_tick();
+        // Freed slots go under the top ones: spawns keep to the top while
+        // it lasts (see `top`).
+        let freed = self.released.len();
         self.free_slots.append(&mut self.released);
+        self.free_slots.rotate_right(freed);
         if churned {
             self.renumber_if_shuffled();
         }
@@ -839,6 +855,12 @@ impl World {
             }
             return Err(RejectReason::Capacity);
         };
+        let keeps_order = slot >= self.top && self.top_id.is_none_or(|top| s.id > top);
+        if !keeps_order {
+            self.ids.set_in_order(false);
+        }
+        self.top = self.top.max(slot + 1);
+        self.top_id = self.top_id.max(Some(s.id));
         let motion = Motion {
             pos: s.pos,
             dir: s.dir,
