@@ -78,7 +78,7 @@
 //! moves between the kept core, the margin and beyond. Who is kept is read
 //! off the margin in `O(p × 16)`. A despawned subject pairs like one that
 //! moved away, while no spawn has taken its slot in the same tick (the
-//! world keeps a sixteenth more slots than `max_entities` for that).
+//! world keeps an eighth more slots than `max_entities` for that).
 //! Observers whose own state changed, whose margin ran out (or was never
 //! kept) or that saw a despawned subject whose slot was taken at once
 //! are rebuilt instead, in `O(k + v + e log e)` each, with `k` the
@@ -88,10 +88,15 @@
 //! observer.
 //!
 //! Observers are rebuilt in id order and per-entity records are kept by
-//! slot; churn hands freed slots to later spawns whatever their ids. Once
-//! an eighth of the entities sit out of id order, the world renumbers its
-//! slots and views in id order at the end of a tick, `O(entities log
-//! entities + visible pairs)`, which nothing outside can see.
+//! slot, so slots are kept in id order too: a spawn takes a slot above
+//! every one used since the last renumbering while there is one, which
+//! keeps the order when its id is fresh (above every id below). While
+//! slots follow ids, views are searched and merged by slot without
+//! looking ids up. Once the slots above are used up, or an eighth of the
+//! entities sit out of id order (spawns under old ids), the world
+//! renumbers its slots and views in id order at the end of a tick,
+//! `O(entities log entities + visible pairs)`, which nothing outside can
+//! see.
 //! When many subjects change, the observers' records are first copied out
 //! cell by cell (`O(observers + cells)`), so that each subject reads the
 //! observers of a row of its ring as one run; in radius mode the copy is
