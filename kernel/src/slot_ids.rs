@@ -63,6 +63,12 @@ impl SlotIds {
         }
     }
 
+    /// Whether live slots ascend by id.
+    #[cfg(test)]
+    pub(crate) fn in_order(&self) -> bool {
+        self.in_order
+    }
+
     /// Records whether live slots ascend by id; call between ticks, after
     /// checking.
     pub(crate) fn set_in_order(&mut self, in_order: bool) {

@@ -247,4 +247,41 @@ mod tests {
             let _ = <Vec<Event> as EventSink>::event;
         }
     }
+
+    #[test]
+    fn spawns_under_fresh_ids_keep_slots_in_id_order() {
+        let mut w = World::new(Config {
+            max_entities: 64,
+            max_observers: 64,
+            ..config(Visibility::Grid)
+        })
+        .unwrap();
+        let (mut rng, mut sink) = (Rng(11), Vec::<Event>::new());
+        let spawn = |id, rng: &mut Rng| Command::Spawn(Spawn::observer(id, rng.pos(), Fix::ONE));
+        let mut live: Vec<u64> = (1..=64).collect();
+        let first: Vec<Command> = live.iter().map(|&id| spawn(id, &mut rng)).collect();
+        w.step(&first, &mut sink);
+        // Two log out and two new ids log in every tick: the slots above
+        // run out every few ticks and the world renumbers.
+        for next in (65..265).step_by(2) {
+            let mut commands = Vec::new();
+            for _ in 0..2 {
+                let id = live.swap_remove(rng.below(live.len() as u64) as usize);
+                commands.push(Command::Despawn { id });
+            }
+            for id in [next, next + 1] {
+                commands.push(spawn(id, &mut rng));
+                live.push(id);
+            }
+            w.step(&commands, &mut sink);
+            assert!(w.ids.in_order(), "after id {next}");
+        }
+        // An old id back breaks the order until the slots are renumbered.
+        let gone = (1..).find(|id| !live.contains(id)).unwrap();
+        let commands = [Command::Despawn { id: live[0] }, spawn(gone, &mut rng)];
+        w.step(&commands, &mut sink);
+        assert!(!w.ids.in_order());
+        w.renumber_slots();
+        assert!(w.ids.in_order() && in_id_order(&w));
+    }
 }
