@@ -64,7 +64,6 @@ impl SlotIds {
     }
 
     /// Whether live slots ascend by id.
-    #[cfg(test)]
     pub(crate) fn in_order(&self) -> bool {
         self.in_order
     }

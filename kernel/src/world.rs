@@ -1629,7 +1629,6 @@ impl World {
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {
         self.ids.end_tick();
-        self.ids.set_in_order(self.shuffled() == 0);
         self.tick = tick;
         self.digest = self.compute_digest();
     }

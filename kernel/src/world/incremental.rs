@@ -346,6 +346,9 @@ impl World {
                 // Only views with a margin get these; rebuild, never guess.
                 return self.rebuild_view(slot, sink);
             }
+            // Looked up even for pairs that resolve to nothing: issued
+            // here, the load overlaps the search (looked up after resolving,
+            // uniform-10k grid ran 1-2% slower).
             let id = ids.id(s);
             let was = || ids.search(old, s).is_ok();
             let Some(kind) = kind.resolve(was, self.due.get(s)) else {

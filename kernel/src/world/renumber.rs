@@ -11,9 +11,15 @@ impl World {
     /// slots that lasts about 12 ticks. A world spawned in id order and
     /// never churned never renumbers. Also records whether live slots
     /// follow ids, which lets views be searched by slot. Called after
-    /// ticks with churn only: `O(slots)`, a few µs per 10 000.
+    /// ticks with churn only. Counting is `O(slots)`, a few µs per 10 000,
+    /// and needed only after a spawn broke the order.
     pub(super) fn renumber_if_shuffled(&mut self) {
-        let shuffled = self.shuffled();
+        // Spawns that kept the order leave nothing to count: a despawn
+        // never breaks it.
+        let shuffled = match self.ids.in_order() {
+            true => 0,
+            false => self.shuffled(),
+        };
         self.ids.set_in_order(shuffled == 0);
         // With no slot left above `top`, the next spawn takes a freed one
         // and breaks the order; renumbering first gives spawns the top
@@ -29,7 +35,7 @@ impl World {
 
     /// How many live entities have a smaller id than the live entity in
     /// the slot before theirs.
-    pub(super) fn shuffled(&self) -> u32 {
+    fn shuffled(&self) -> u32 {
         let (mut last, mut descents) = (None, 0);
         for slot in live_slots(&self.born) {
             let id = self.ids.id(slot);
