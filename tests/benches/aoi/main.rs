@@ -488,9 +488,9 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| contender | ms/tick median | p90 | events/tick | of which Update | ns/visible pair | allocs/tick | bytes/entity | time ÷ lockgrid |"
+        "| contender | ms/tick median | p90 | max | events/tick | of which Update | ns/visible pair | allocs/tick | bytes/entity | time ÷ lockgrid |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
         match &row.outcome {
             Ok(m) => {
@@ -498,10 +498,11 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
                 let med = s.median_ms();
                 let _ = writeln!(
                     out,
-                    "| {} | {:.3} | {:.3} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} | {:.2} |",
+                    "| {} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} | {:.2} | {:.1} | {:.0} | {:.2} |",
                     row.name,
                     med,
                     s.p90_ms(),
+                    s.max_ms(),
                     s.per_tick(s.events.total()),
                     s.per_tick(s.events.update),
                     med * 1e6 / m.pairs.max(1) as f64,
@@ -511,7 +512,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
                 );
             }
             Err(why) => {
-                let _ = writeln!(out, "| {} | {} | | | | | | | |", row.name, why);
+                let _ = writeln!(out, "| {} | {} | | | | | | | | |", row.name, why);
             }
         }
     }

@@ -114,6 +114,12 @@ impl Samples {
         self.quantile_ms(0.9)
     }
 
+    /// The slowest tick: work done every few ticks (such as renumbering
+    /// slots after churn) shows here when it is too rare for the p90.
+    pub fn max_ms(&self) -> f64 {
+        self.quantile_ms(1.0)
+    }
+
     pub fn per_tick(&self, count: u64) -> f64 {
         count as f64 / self.times.len().max(1) as f64
     }
