@@ -51,17 +51,19 @@ pub(crate) struct Reach {
     pub(crate) near: bool,
 }
 
-/// A fixed buffer of visible candidate slots.
+/// A fixed buffer of slots: a rebuild's visible candidates, or those of
+/// them that entered the view.
 pub(crate) struct Candidates {
     buf: Vec<u32>,
     len: usize,
 }
 
 impl Candidates {
-    /// Room for every entity but the observer, plus the one speculative write.
-    pub(crate) fn new(max_entities: u32) -> Self {
+    /// Room for `room` slots (the candidates: every entity but the
+    /// observer), plus the one speculative write.
+    pub(crate) fn new(room: u32) -> Self {
         Candidates {
-            buf: vec![0; max_entities as usize + 1],
+            buf: vec![0; room as usize + 1],
             len: 0,
         }
     }
@@ -76,6 +78,28 @@ impl Candidates {
 
     pub(crate) fn as_slice(&self) -> &[u32] {
         &self.buf[..self.len]
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u32] {
+        &mut self.buf[..self.len]
+    }
+
+    /// Holds those of `slots` that `keep` holds for, in order, after what
+    /// it held. Without a branch per slot, and with the length in a
+    /// register while it runs rather than stored after each one. `slots`
+    /// must fit the room.
+    #[inline(always)]
+    pub(crate) fn extend_kept(&mut self, slots: &[u32], mut keep: impl FnMut(u32) -> bool) {
+        let out = &mut self.buf[..];
+        let mut n = self.len;
+        for &s in slots {
+            let k = keep(s);
+            if let Some(at) = out.get_mut(n) {
+                *at = s;
+            }
+            n += usize::from(k);
+        }
+        self.len = n.min(out.len());
     }
 
     #[inline(always)]

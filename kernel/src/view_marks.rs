@@ -22,24 +22,38 @@ impl ViewMarks {
         }
     }
 
-    /// Marks an old view entry as visible before, when `on`; the slot must
-    /// be unmarked.
-    #[inline(always)]
-    pub(crate) fn set_was(&mut self, slot: u32, on: bool) {
-        if let Some(m) = self.marks.get_mut(slot as usize) {
-            *m = u8::from(on);
-        }
-    }
-
     #[inline(always)]
     pub(crate) fn was(&self, slot: u32) -> bool {
         self.marks.get(slot as usize).is_some_and(|&m| m & WAS != 0)
     }
 
+    /// The marks to set and clear, as a plain slice. A loop that marks
+    /// through it keeps its address and length in registers; through
+    /// `self`, they are loaded again after every mark, since a byte store
+    /// may change any memory as far as the compiler can tell.
+    #[inline(always)]
+    pub(crate) fn slice(&mut self) -> MarkSlice<'_> {
+        MarkSlice(&mut self.marks)
+    }
+}
+
+/// [`ViewMarks`] borrowed for marking: see [`ViewMarks::slice`].
+pub(crate) struct MarkSlice<'a>(&'a mut [u8]);
+
+impl MarkSlice<'_> {
+    /// Marks an old view entry as visible before, when `on`; the slot must
+    /// be unmarked.
+    #[inline(always)]
+    pub(crate) fn set_was(&mut self, slot: u32, on: bool) {
+        if let Some(m) = self.0.get_mut(slot as usize) {
+            *m = u8::from(on);
+        }
+    }
+
     /// Marks a new view entry; returns whether it was in the old view.
     #[inline(always)]
     pub(crate) fn set_now(&mut self, slot: u32) -> bool {
-        match self.marks.get_mut(slot as usize) {
+        match self.0.get_mut(slot as usize) {
             Some(m) => {
                 let was = *m;
                 *m = was | NOW;
@@ -52,12 +66,12 @@ impl ViewMarks {
     /// Visible before and after.
     #[inline(always)]
     pub(crate) fn kept(&self, slot: u32) -> bool {
-        self.marks.get(slot as usize) == Some(&(WAS | NOW))
+        self.0.get(slot as usize) == Some(&(WAS | NOW))
     }
 
     #[inline(always)]
     pub(crate) fn clear(&mut self, slot: u32) {
-        if let Some(m) = self.marks.get_mut(slot as usize) {
+        if let Some(m) = self.0.get_mut(slot as usize) {
             *m = 0;
         }
     }
@@ -70,16 +84,18 @@ mod tests {
     #[test]
     fn was_and_now_make_kept_and_clear_resets() {
         let mut marks = ViewMarks::new(4);
-        marks.set_was(0, true);
-        marks.set_was(1, false);
-        assert!(marks.set_now(0));
-        assert!(!marks.set_now(2));
-        assert!(marks.kept(0) && marks.was(0));
-        assert!(!marks.kept(1) && !marks.was(1));
-        assert!(!marks.kept(2) && !marks.was(2));
-        marks.clear(0);
-        assert!(!marks.was(0) && !marks.kept(0));
-        assert!(!marks.set_now(9));
-        assert!(!marks.kept(9));
+        let mut m = marks.slice();
+        m.set_was(0, true);
+        m.set_was(1, false);
+        assert!(m.set_now(0));
+        assert!(!m.set_now(2));
+        assert!(m.kept(0) && !m.kept(1) && !m.kept(2));
+        assert!(marks.was(0) && !marks.was(1) && !marks.was(2));
+        let mut m = marks.slice();
+        m.clear(0);
+        assert!(!m.kept(0));
+        assert!(!m.set_now(9));
+        assert!(!m.kept(9));
+        assert!(!marks.was(0));
     }
 }

@@ -375,7 +375,7 @@ pub struct World {
     /// [`World::paired_by_cells`]).
     walk_updates: bool,
     /// A rebuilding observer's entered subjects (slots), sorted by id.
-    entered: Vec<u32>,
+    entered: Candidates,
     stamps: Stamps,
     /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
     born: Vec<u64>,
@@ -504,7 +504,7 @@ impl World {
             grid_squares: false,
             any_due: false,
             walk_updates: false,
-            entered: Vec::with_capacity(config.max_view.min(config.max_entities) as usize),
+            entered: Candidates::new(config.max_view.min(config.max_entities)),
             stamps: Stamps {
                 touched: vec![0; n],
                 affected: vec![0; n],
@@ -1233,13 +1233,14 @@ impl World {
             .slots(view)
             .iter()
             .all(|&s| self.ids.churned(s) || self.entities[s as usize].alive));
+        let mut marks = self.marks.slice();
         if !self.ids.any_churned() {
             for &s in self.views.slots(view) {
-                self.marks.set_was(s, true);
+                marks.set_was(s, true);
             }
         } else {
             for &s in self.views.slots(view) {
-                self.marks.set_was(s, !self.ids.churned(s));
+                marks.set_was(s, !self.ids.churned(s));
             }
         }
 
@@ -1298,15 +1299,15 @@ impl World {
         }
         self.keep_margin(view, &reach, ranked);
         self.entered.clear();
-        for &s in self.candidates.as_slice() {
-            if !self.marks.set_now(s) {
-                self.entered.push(s);
-            }
-        }
+        let mut marks = self.marks.slice();
+        self.entered
+            .extend_kept(self.candidates.as_slice(), |s| !marks.set_now(s));
         // Slots in id order compare as themselves: a sort of plain
         // integers, without looking ids up.
         let ids = &self.ids;
-        self.entered.sort_unstable_by_key(|&s| ids.key(s));
+        self.entered
+            .as_mut_slice()
+            .sort_unstable_by_key(|&s| ids.key(s));
 
         // One pass over the old view, in id order: a kept entry (visible
         // before, same incarnation, and after) goes into the new view, merged
@@ -1314,7 +1315,8 @@ impl World {
         // subjects due an update get theirs after the Enters.
         let mut leaves = 0;
         let pairs = ObserverPairs::new(observer);
-        let (marks, sums, entered) = (&mut self.marks, &mut self.sums, &self.entered);
+        let (mut marks, sums) = (self.marks.slice(), &mut self.sums);
+        let entered = self.entered.as_slice();
         let ids = &self.ids;
         self.views.rewrite(view, |old, out| {
             let mut w = 0;
@@ -1353,15 +1355,15 @@ impl World {
             w
         });
         let mut events = leaves;
-        for &s in &self.entered {
+        for &s in self.entered.as_slice() {
             let id = self.ids.id(s);
-            self.marks.clear(s);
+            self.marks.slice().clear(s);
             send_enter(sink, &mut self.sums, &pairs, id, &self.shown[s as usize]);
             events += 1;
         }
         if self.any_due {
             // The new view, just written, is still in cache.
-            events += self.send_updates(slot, self.entered.iter().copied(), sink);
+            events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
         }
         events
     }
