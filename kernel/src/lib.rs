@@ -96,7 +96,8 @@
 //! entities sit out of id order (spawns under old ids), the world
 //! renumbers its slots and views in id order at the end of a tick,
 //! `O(entities log entities + visible pairs)`, which nothing outside can
-//! see.
+//! see, all in that tick. Until then, a spawn under an old id turns the
+//! search by slot off.
 //! When many subjects change, the observers' records are first copied out
 //! cell by cell (`O(observers + cells)`), so that each subject reads the
 //! observers of a row of its ring as one run; in radius mode the copy is
