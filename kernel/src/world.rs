@@ -956,13 +956,15 @@ impl World {
 
     /// The slot of the live entity `id`. Servers tend to send a tick's
     /// commands in the order their entities were spawned, so the slot after
-    /// the last one looked up is tried first: that costs a look at a line
-    /// the command touches anyway, where the index's scattered probes miss
-    /// the cache.
+    /// the last one looked up is tried first, where the index's scattered
+    /// probes miss the cache. The guess reads the compact spawn-tick and id
+    /// arrays, not the entity record: one command's look-up then does not
+    /// wait on the previous command's record coming in from memory.
     fn slot_of(&mut self, id: EntityId) -> Option<u32> {
         let next = self.last_slot.wrapping_add(1);
-        let slot = match self.entities.get(next as usize) {
-            Some(e) if e.alive && e.id == id => next,
+        let slot = match self.born.get(next as usize) {
+            // A vacant slot's spawn tick is `u64::MAX`, and its id stale.
+            Some(&born) if born != u64::MAX && self.ids.id(next) == id => next,
             _ => self.index.get(id)?,
         };
         self.last_slot = slot;
