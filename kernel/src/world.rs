@@ -236,8 +236,9 @@ const PAIRS_PER_ENTITY: u32 = 16;
 /// before the slots are renumbered (see `World::top`). A despawned
 /// subject whose slot stays vacant until the tick ends leaves the views
 /// around it by pairing, like a subject that moved away; one whose slot a
-/// spawn took over is still named by old views in the same slot as the
-/// newcomer, so every observer around it is rebuilt instead.
+/// spawn took over (even one despawned again in the same tick) is still
+/// named by old views in the same slot as the newcomer, so every observer
+/// around it is rebuilt instead.
 fn spare_slots(max_entities: u32) -> u32 {
     (max_entities / 8).min(MAX_ENTITIES.saturating_sub(max_entities))
 }
@@ -1158,9 +1159,13 @@ impl World {
     /// Takes a despawned subject out of the views around where it stood:
     /// by pairing while its slot is vacant, else (a spawn took the slot
     /// over) by rebuilding every observer around (see [`spare_slots`]).
+    /// A slot a spawn took over and a despawn emptied again in the same
+    /// tick counts as taken over: pairs name subjects by slot, and the
+    /// slot's id is now the newcomer's.
     fn pair_gone(&mut self, gone: Gone, t: u64) {
         let before = self.place(gone.cell, gone.pos);
-        if self.entities[gone.slot as usize].alive {
+        let taken_over = self.ids.id(gone.slot) != gone.id;
+        if self.entities[gone.slot as usize].alive || taken_over {
             self.rebuild_observers_around(before.cell, t);
             return;
         }
