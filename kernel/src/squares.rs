@@ -25,6 +25,7 @@ use alloc::vec::Vec;
 use crate::config::Config;
 use crate::grid::Grid;
 use crate::scan::Packed;
+use crate::world::UNBORN;
 
 /// Records sorted into the squares of a world, each placed by a position.
 pub(crate) struct Squares<T> {
@@ -210,11 +211,11 @@ pub(crate) type PackedSquares = Squares<Packed>;
 
 impl PackedSquares {
     /// Sorts every live entity into its square; `born[slot]` is
-    /// `u64::MAX` for a vacant slot.
+    /// [`UNBORN`] for a vacant slot.
     pub(crate) fn sort_entities(&mut self, grid: &Grid, born: &[u64]) {
         let live = grid.all_members().iter().zip(born).enumerate();
         self.rebuild(
-            live.filter(|(_, (_, &b))| b != u64::MAX)
+            live.filter(|(_, (_, &b))| b != UNBORN)
                 .map(|(slot, (m, _))| {
                     // slot < max_entities ≤ 2^22.
                     let record = Packed::of(slot as u32, m);

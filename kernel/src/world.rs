@@ -85,6 +85,9 @@ pub struct TickReport {
 /// Marks an entity that has no view (not an observer).
 const NO_VIEW: u32 = u32::MAX;
 
+/// The spawn tick (`World::born`) of a vacant slot.
+pub(crate) const UNBORN: u64 = u64::MAX;
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entity {
     pub(crate) id: EntityId,
@@ -378,7 +381,7 @@ pub struct World {
     /// A rebuilding observer's entered subjects (slots), sorted by id.
     entered: Candidates,
     stamps: Stamps,
-    /// Spawn tick of each slot's entity, `u64::MAX` when vacant.
+    /// Spawn tick of each slot's entity, [`UNBORN`] when vacant.
     born: Vec<u64>,
     /// Per slot: the cell its entity stood in at the end of last tick
     /// (`Entity::prev`'s), so that finding whether it crossed a border,
@@ -511,7 +514,7 @@ impl World {
                 affected: vec![0; n],
                 rebuild: vec![0; n],
             },
-            born: vec![u64::MAX; n],
+            born: vec![UNBORN; n],
             prev_cells: vec![0; n],
             heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
             ids: SlotIds::new(slots),
@@ -964,8 +967,8 @@ impl World {
     fn slot_of(&mut self, id: EntityId) -> Option<u32> {
         let next = self.last_slot.wrapping_add(1);
         let slot = match self.born.get(next as usize) {
-            // A vacant slot's spawn tick is `u64::MAX`, and its id stale.
-            Some(&born) if born != u64::MAX && self.ids.id(next) == id => next,
+            // A vacant slot's id is stale.
+            Some(&born) if born != UNBORN && self.ids.id(next) == id => next,
             _ => self.index.get(id)?,
         };
         self.last_slot = slot;
@@ -1038,7 +1041,7 @@ impl World {
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
         self.entities[slot as usize] = Entity::VACANT;
-        self.born[slot as usize] = u64::MAX;
+        self.born[slot as usize] = UNBORN;
         self.ids.churn(slot);
         self.released.push(slot);
         self.count -= 1;

@@ -1,6 +1,6 @@
 //! Keeping slots in id order: see `renumbering.rs` for why.
 
-use super::World;
+use super::{World, UNBORN};
 
 impl World {
     /// Renumbers the slots in id order once more than an eighth of the
@@ -109,11 +109,11 @@ impl World {
 }
 
 /// The slots live entities hold, ascending, read off the compact spawn-tick
-/// array (`u64::MAX` when vacant) rather than the entity records.
+/// array ([`UNBORN`] when vacant) rather than the entity records.
 fn live_slots(born: &[u64]) -> impl Iterator<Item = u32> + '_ {
     (0..)
         .zip(born)
-        .filter(|&(_, &b)| b != u64::MAX)
+        .filter(|&(_, &b)| b != UNBORN)
         .map(|(slot, _)| slot)
 }
 
