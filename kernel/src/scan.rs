@@ -49,6 +49,10 @@ pub(crate) struct Reach {
     /// Every candidate's offset on each axis is below `2^31` raw, so
     /// squares fit 64 bits.
     pub(crate) near: bool,
+    /// Every entity's layers share a bit with `interest`, and the caller
+    /// takes the observer out of what the scan keeps: the scan tests
+    /// neither.
+    pub(crate) everyone: bool,
 }
 
 /// A fixed buffer of slots: a rebuild's visible candidates, or those of
@@ -124,12 +128,23 @@ impl Candidates {
             Some((enter2, stay2)) if reach.near && enter2 == stay2 => {
                 // near ⇒ dist² < 2^63, so a clamped r² compares the same.
                 let enter2 = u64::try_from(enter2).unwrap_or(u64::MAX);
-                for e in run {
-                    let (_, keep) = reach.near_within(e, enter2);
-                    if let Some(at) = out.get_mut(k) {
-                        *at = e.slot;
+                if reach.everyone {
+                    // The distance alone: six instructions fewer a candidate.
+                    for e in run {
+                        let keep = reach.near_dist2(e) <= enter2;
+                        if let Some(at) = out.get_mut(k) {
+                            *at = e.slot;
+                        }
+                        k += usize::from(keep);
                     }
-                    k += usize::from(keep);
+                } else {
+                    for e in run {
+                        let (_, keep) = reach.near_within(e, enter2);
+                        if let Some(at) = out.get_mut(k) {
+                            *at = e.slot;
+                        }
+                        k += usize::from(keep);
+                    }
                 }
             }
             // With hysteresis: the same, plus the stay test for old entries.
@@ -146,6 +161,13 @@ impl Candidates {
                     }
                     k += usize::from(keep);
                 }
+            }
+            // Grid mode: every candidate in the ring is seen.
+            None if reach.everyone => {
+                for (at, e) in out.iter_mut().zip(run) {
+                    *at = e.slot;
+                }
+                k = run.len().min(out.len());
             }
             _ => {
                 for e in run {
@@ -485,6 +507,7 @@ mod tests {
                 y: 0,
                 radius: None,
                 near: case % 2 == 0,
+                everyone: false,
             };
             let whole = kept(&reach, &run, max_view, u128::MAX);
             for within in [0, 1, 4, 10, 25, 50, 100, 200] {

@@ -404,6 +404,10 @@ pub struct World {
     marks: ViewMarks,
     /// What each slot's Enter and Update events carry, in one line.
     shown: Vec<Shown>,
+    /// Layer bits every live entity has (all of them while none lives).
+    /// Spawns narrow it; despawns leave it as it is until slots are next
+    /// renumbered, which only makes it claim less than it could.
+    common_layers: u32,
 }
 
 /// An entity's current motion and its layers: a compact copy of what its
@@ -522,6 +526,7 @@ impl World {
             observer_slots: SlotBits::new(slots),
             marks: ViewMarks::new(slots),
             shown: vec![Shown::default(); n],
+            common_layers: u32::MAX,
         };
         world.digest = world.compute_digest();
         Ok(world)
@@ -901,6 +906,7 @@ impl World {
         };
         self.index.insert(s.id, slot);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
+        self.common_layers &= s.layers;
         self.count += 1;
         if s.observer {
             if self.by_id.len() == self.by_id.capacity() {
@@ -1232,6 +1238,13 @@ impl World {
             y: o.cur.pos.y.to_bits(),
             radius: (self.config.visibility == Visibility::Radius).then_some((o.enter2, o.stay2)),
             near: o.near,
+            // Only the loops for grid mode and for radius mode without
+            // hysteresis (the common cases) leave the two tests out.
+            everyone: o.interest & self.common_layers != 0
+                && match self.config.visibility {
+                    Visibility::Grid => true,
+                    Visibility::Radius => o.near && o.enter2 == o.stay2,
+                },
         };
 
         // "Was visible": old entries still naming the same incarnation. A
@@ -1244,6 +1257,9 @@ impl World {
             .iter()
             .all(|&s| self.ids.churned(s) || self.entities[s as usize].alive));
         let mut marks = self.marks.slice();
+        // Where the scan keeps the observer itself, it counts as seen
+        // already, so it never enters.
+        marks.set_was(slot, reach.everyone);
         if !self.ids.any_churned() {
             for &s in self.views.slots(view) {
                 marks.set_was(s, true);
@@ -1271,7 +1287,7 @@ impl World {
                 self.candidates.scan(&reach, run, &self.marks);
             });
         }
-        let ranked = crowd || self.candidates.len() > max_view;
+        let ranked = crowd || self.candidates.len() > max_view + usize::from(reach.everyone);
         if ranked {
             // Crowds only: rank the same runs by dist², select the
             // max_view-th nearest (everyone when there are not more), and
@@ -1364,6 +1380,7 @@ impl World {
             }
             w
         });
+        self.marks.slice().clear(slot);
         let mut events = leaves;
         for &s in self.entered.as_slice() {
             let id = self.ids.id(s);

@@ -75,6 +75,10 @@ impl World {
             *slot = r.to(*slot);
         }
         self.last_slot = r.to(self.last_slot);
+        // Live entities now hold 0..count: forget the layers of the departed.
+        self.common_layers = self.shown[..self.count as usize]
+            .iter()
+            .fold(u32::MAX, |all, s| all & s.layers);
         self.observer_slots.clear_all();
         for &(_, slot) in &self.by_id {
             self.observer_slots.set(slot);
