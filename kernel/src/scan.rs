@@ -21,6 +21,10 @@ pub(crate) struct Packed {
     pub(crate) y: i64,
     pub(crate) slot: u32,
     pub(crate) layers: u32,
+    /// This tick's step on each axis (`x - dx` is where it stood at the
+    /// end of last tick), where the copy records it: see `sweep.rs`.
+    pub(crate) dx: i32,
+    pub(crate) dy: i32,
 }
 
 impl Packed {
@@ -33,6 +37,8 @@ impl Packed {
             y,
             slot,
             layers: m.layers,
+            dx: 0,
+            dy: 0,
         }
     }
 }
@@ -497,6 +503,7 @@ mod tests {
                     y: next(21) as i64 - 10,
                     slot,
                     layers: 1,
+                    ..Packed::default()
                 })
                 .collect();
             let max_view = 1 + next(64) as usize;

@@ -151,6 +151,38 @@ impl<T: Copy + Default> Squares<T> {
         )
     }
 
+    /// Makes this copy (built for the same config) hold those records of
+    /// `from` that `keep` holds for, square by square, in their order.
+    pub(crate) fn copy_kept(&mut self, from: &Squares<T>, keep: impl Fn(&T) -> bool) {
+        let mut n = 0;
+        for q in 0..self.fill.len() {
+            let run = from.start[q] as usize..from.start[q + 1] as usize;
+            for record in from.records.get(run).unwrap_or(&[]) {
+                if let (true, Some(at)) = (keep(record), self.records.get_mut(n)) {
+                    *at = *record;
+                    n += 1;
+                }
+            }
+            self.start[q + 1] = n as u32;
+        }
+    }
+
+    /// Every record, square by square in row-major order.
+    pub(crate) fn records(&self) -> &[T] {
+        &self.records
+    }
+
+    /// The number of columns and rows of squares.
+    pub(crate) fn dims(&self) -> (u32, u32) {
+        (self.cols, self.rows)
+    }
+
+    /// Where square `(col, row)`'s records start in [`Squares::records`];
+    /// `col == cols` gives where the row's last square ends.
+    pub(crate) fn start_of(&self, col: u32, row: u32) -> usize {
+        self.start[(row * self.cols + col) as usize] as usize
+    }
+
     /// The records of squares `first..=last` of one row.
     fn run(&self, row: u32, (first, last): (u32, u32)) -> &[T] {
         let from = self.start[(row * self.cols + first) as usize] as usize;
@@ -211,17 +243,40 @@ pub(crate) type PackedSquares = Squares<Packed>;
 
 impl PackedSquares {
     /// Sorts every live entity into its square; `born[slot]` is
-    /// [`UNBORN`] for a vacant slot.
-    pub(crate) fn sort_entities(&mut self, grid: &Grid, born: &[u64]) {
+    /// [`UNBORN`] for a vacant slot. With `before` (each slot's position at
+    /// the end of last tick), records carry their step since, and the
+    /// largest step on either axis is returned (`i64::MAX` for one beyond
+    /// `i32`, which is recorded as none).
+    pub(crate) fn sort_entities(
+        &mut self,
+        grid: &Grid,
+        born: &[u64],
+        before: Option<&[(i64, i64)]>,
+    ) -> i64 {
         let live = grid.all_members().iter().zip(born).enumerate();
+        let mut largest = 0i64;
         self.rebuild(
             live.filter(|(_, (_, &b))| b != UNBORN)
                 .map(|(slot, (m, _))| {
                     // slot < max_entities ≤ 2^22.
-                    let record = Packed::of(slot as u32, m);
+                    let mut record = Packed::of(slot as u32, m);
+                    if let Some(&(px, py)) = before.and_then(|b| b.get(slot)) {
+                        let step = |now: i64, was: i64| i32::try_from(now.wrapping_sub(was)).ok();
+                        match (step(record.x, px), step(record.y, py)) {
+                            (Some(dx), Some(dy)) => {
+                                record.dx = dx;
+                                record.dy = dy;
+                                largest = largest
+                                    .max(i64::from(dx.unsigned_abs()))
+                                    .max(i64::from(dy.unsigned_abs()));
+                            }
+                            _ => largest = i64::MAX,
+                        }
+                    }
                     (record.x, record.y, record)
                 }),
         );
+        largest
     }
 }
 

@@ -32,7 +32,9 @@ use crate::view_marks::ViewMarks;
 mod culled;
 mod incremental;
 mod renumber;
+mod sweep;
 use incremental::{Subject, Watcher};
+use sweep::Sweep;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -388,6 +390,13 @@ pub struct World {
     /// and where from, divides nothing. Apart from the entities, whose
     /// record it would push past three cache lines.
     prev_cells: Vec<u32>,
+    /// Per slot: where its entity stood at the end of last tick, raw
+    /// (`Entity::prev`'s position, compact for the sorted copy).
+    before: Vec<(i64, i64)>,
+    /// Whether anything spawned this tick.
+    spawned: bool,
+    /// Busy radius-mode ticks: views kept from the pairs that crossed.
+    sweep: Sweep,
     /// Per slot: its entity's digest term hashed as far as the words that
     /// change only at spawn or when an update is sent
     /// ([`Entity::head_words`]), so that a move hashes only its motion.
@@ -520,6 +529,9 @@ impl World {
             },
             born: vec![UNBORN; n],
             prev_cells: vec![0; n],
+            before: vec![(0, 0); n],
+            spawned: false,
+            sweep: Sweep::new(&config, slots),
             heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
             ids: SlotIds::new(slots),
             due: SlotBits::new(slots),
@@ -596,6 +608,7 @@ impl World {
         self.rebuilds = 0;
         self.pairs.clear();
         self.any_due = false;
+        self.spawned = false;
 
         for command in commands {
             if let Err(reason) = self.apply(command, t) {
@@ -685,13 +698,28 @@ impl World {
         self.grid_squares = false;
         if self.use_packed {
             match (&mut self.squares, radius) {
-                (Some(squares), true) => squares.sort_entities(&self.grid, &self.born),
+                (Some(squares), true) => {
+                    // Sweeping needs every view to be a function of last
+                    // tick's positions, and every subject to have one.
+                    let steady = mark_all
+                        && self.observers * 2 >= self.count
+                        && self.config.hysteresis == Fix::ZERO
+                        && !self.spawned
+                        && self.gone.is_empty()
+                        && !self.ids.any_churned();
+                    let before = steady.then_some(&self.before[..]);
+                    let largest = squares.sort_entities(&self.grid, &self.born, before);
+                    if steady && largest <= squares.side() {
+                        self.sort_observers();
+                        self.sweep_pairs(largest);
+                    }
+                }
                 (squares, _) => {
                     let grid = &self.grid;
                     self.packed
                         .rebuild(|c| grid.members(c).map(|(slot, m)| Packed::of(slot, m)));
                     if let Some(squares) = squares.as_mut().filter(|_| self.views.any_full()) {
-                        squares.sort_entities(grid, &self.born);
+                        squares.sort_entities(grid, &self.born, None);
                         self.grid_squares = true;
                     }
                 }
@@ -728,6 +756,7 @@ impl World {
             }
         }
 
+        self.sweep.end_tick();
         self.settle_touched();
 
         // Only spawns and despawns move slots out of id order.
@@ -898,6 +927,8 @@ impl World {
         self.ids.set(slot, s.id);
         self.born[slot as usize] = t;
         self.prev_cells[slot as usize] = cell;
+        self.before[slot as usize] = (s.pos.x.to_bits(), s.pos.y.to_bits());
+        self.spawned = true;
         self.shown[slot as usize] = Shown {
             pos: motion.pos,
             speed: motion.speed,
@@ -1226,6 +1257,9 @@ impl World {
     /// The old and new views are marked per slot while the view is rebuilt,
     /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
+        if let Some(events) = self.apply_swept(slot, sink) {
+            return events;
+        }
         // What the rebuild needs of the observer, not a copy of its record.
         let o = &self.entities[slot as usize];
         let (observer, view, cell, ring) = (o.id, o.view, o.cell, o.ring);
@@ -1481,6 +1515,7 @@ impl World {
                 if e.alive {
                     e.prev = e.cur;
                     self.prev_cells[slot as usize] = e.cell;
+                    self.before[slot as usize] = (e.cur.pos.x.to_bits(), e.cur.pos.y.to_bits());
                     match new_head {
                         true => head_words[lane] = e.head_words(),
                         false => heads[lane] = self.heads[slot as usize],

@@ -881,6 +881,75 @@ pub fn dense_walk(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
     Scenario { config, ticks: out }
 }
 
+/// A world where nearly everything takes a small step every tick, in
+/// radius mode without hysteresis: the busy ticks whose views the kernel
+/// edits by the pairs that crossed a radius instead of rebuilding them.
+/// Radii of 60, 100 and 140 units; every fifth entity an NPC; every
+/// thirteenth observer interested only in a layer few have (its view is
+/// rebuilt); a cluster of 40 that fills views beyond `max_view` below
+/// about 40; steps on a 1/256 lattice; and now and then a tick with a jump
+/// anywhere, or with despawns and respawns, both of which make every view
+/// be rebuilt instead (the respawns also make slots be renumbered).
+pub fn walkers(seed: u64, ticks: usize, max_view: u32) -> Scenario {
+    const ENTITIES: u64 = 200;
+    const UNIT: i64 = 1 << 16;
+    let config = Config {
+        max_view,
+        ..at_rest_config(Visibility::Radius)
+    };
+    let spawn = |id: u64, pos: Pos| Spawn {
+        observer: id % 5 != 4,
+        radius: Fix::from_num(60 + (id % 3) as i64 * 40),
+        layers: if id.is_multiple_of(6) { 0b11 } else { 0b01 },
+        interest: if id.is_multiple_of(13) {
+            0b10
+        } else {
+            u32::MAX
+        },
+        ..Spawn::npc(id, pos)
+    };
+    let mut rng = Rng::new(seed);
+    let cluster = |id: u64| Pos::from_ints(300 + (id % 8) as i32 * 4, 500 + (id / 8) as i32 * 4);
+    let mut pos = at_rest_layout(&mut rng, ENTITIES, 40, cluster);
+    let first = (0..ENTITIES).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
+    let mut out = vec![first.collect::<Vec<_>>()];
+    let step = |c: Fix, rng: &mut Rng| {
+        // Up to 5 units either way, in 256ths of a unit.
+        let raw = c.to_bits() + (rng.below(2561) as i64 - 1280) * (UNIT / 256);
+        Fix::from_bits(raw.clamp(0, 799 * UNIT))
+    };
+    for tick in 1..ticks {
+        let mut commands = Vec::new();
+        let (jumper, churned) = (tick % 7 == 3, tick % 9 == 5);
+        for id in 0..ENTITIES {
+            let i = id as usize;
+            // Enough respawns (each into another slot) that slots are
+            // renumbered every few of these ticks.
+            if churned && rng.one_in(5) {
+                commands.push(Command::Despawn { id });
+                commands.push(Command::Spawn(spawn(id, pos[i])));
+                continue;
+            }
+            if rng.one_in(20) {
+                continue; // Stands still this tick.
+            }
+            pos[i] = if jumper && id == 7 {
+                anywhere(&mut rng)
+            } else {
+                Pos::new(step(pos[i].x, &mut rng), step(pos[i].y, &mut rng))
+            };
+            commands.push(Command::Move(Move {
+                id,
+                pos: pos[i],
+                dir: rng.next_u64() as u16,
+                speed: Fix::ONE,
+            }));
+        }
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
 /// A swarm: every entity an observer in one small spot, and most of them
 /// stepping every tick but fewer than all, so each tick makes more
 /// observer–subject events than the kernel keeps room for per entity and it

@@ -253,3 +253,16 @@ fn dense_walks_match_oracle() {
         agrees(&s, format_args!("{visibility:?}"));
     }
 }
+
+/// Worlds where nearly everything steps a little every tick, in radius
+/// mode without hysteresis: views are edited by the pairs that crossed a
+/// radius, found in one sweep, except where a view is or would become
+/// full, or its observer's interest misses a layer some subject lacks, or
+/// a jump, despawn or respawn makes the tick rebuild every view.
+#[test]
+fn walking_worlds_match_oracle() {
+    for (seed, max_view) in [(41, 256), (42, 30), (43, 12), (44, 256)] {
+        let s = gen::walkers(seed, 40, max_view);
+        agrees(&s, format_args!("seed {seed}, max_view {max_view}"));
+    }
+}

@@ -59,6 +59,7 @@ impl World {
         r.permute(&mut self.watchers);
         r.permute(&mut self.born);
         r.permute(&mut self.prev_cells);
+        r.permute(&mut self.before);
         r.permute(&mut self.heads);
         r.permute(&mut self.shown);
         // Tick stamps need no moving: each is compared with the tick it is

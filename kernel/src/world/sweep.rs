@@ -1,0 +1,385 @@
+//! Radius-mode views edited by the pairs that crossed a radius, found in
+//! one sweep over pairs of nearby entities, rather than rebuilt one by one.
+//!
+//! Where a view is exactly the subjects within `r` (no hysteresis band to
+//! remember, no crowd culled, every subject of interest), the view at the
+//! end of last tick is a function of where everyone stood then. So in a
+//! tick where everything moved a little, a view changes by exactly the
+//! subjects on one side of `r` at last tick's positions and on the other
+//! at this tick's.
+//!
+//! The sweep meets every pair of nearby entities with such a view in it
+//! once, and tests it at both positions for both of its directions at
+//! once. A pair's distance moves by at most both steps (`2√2` times the
+//! tick's largest step on either axis), so only pairs whose distance now
+//! lies within `r ± 3` steps can have crossed: a first loop finds those
+//! with one distance per pair, and only they are tested twice. Each view
+//! is then edited by its few changes instead of rebuilt, with no per-slot
+//! mark set or read.
+//!
+//! It runs in busy ticks without spawns, despawns or jumps (a step beyond
+//! a square), where most entities are observers it can keep the views of;
+//! the other observers' views are rebuilt as usual. It holds no state from
+//! one tick to the next beyond each entity's last position.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::{send_enter, send_leave, World};
+use crate::config::Config;
+use crate::digest::ObserverPairs;
+use crate::event::EventSink;
+use crate::scan::Packed;
+use crate::squares::PackedSquares;
+
+/// A slot whose observer's view the sweep does not keep this tick: an
+/// enter distance no pair fails, so that none of its pairs changes.
+const NOT_SWEPT: u64 = u64::MAX;
+
+/// The high bit of a change: set when the subject entered.
+const ENTERED: u32 = 1 << 31;
+
+/// Changes found per entity before a sweep gives up (the views are then
+/// rebuilt): the uniform walk makes about five per observer.
+const CHANGES_PER_ENTITY: usize = 8;
+
+/// The sweep's buffers, sized at construction.
+pub(crate) struct Sweep {
+    /// Per slot: the enter distance² of an observer whose view the sweep
+    /// keeps this tick, else [`NOT_SWEPT`].
+    enter2: Vec<u64>,
+    /// `(observer slot, subject slot | ENTERED)` as found.
+    found: Vec<(u32, u32)>,
+    /// The same subjects grouped by observer: `by_observer[at[o]..at[o + 1]]`.
+    by_observer: Vec<u32>,
+    at: Vec<u32>,
+    /// One viewer's partners near enough to the radius to test twice.
+    band: Vec<u32>,
+    /// The squares' copy split in two: the observers whose views the sweep
+    /// keeps, and everyone else. A pair matters only with one of the first
+    /// in it, so crowds that are culled (or of NPCs) cost the sweep
+    /// nothing among themselves.
+    viewers: Option<PackedSquares>,
+    others: Option<PackedSquares>,
+    /// Whether this tick's views are kept by the sweep where it can.
+    active: bool,
+}
+
+impl Sweep {
+    pub(crate) fn new(config: &Config, slots: u32) -> Self {
+        let n = slots as usize;
+        let max_entities = config.max_entities;
+        let room = CHANGES_PER_ENTITY * max_entities as usize;
+        Sweep {
+            enter2: vec![NOT_SWEPT; n],
+            found: vec![(0, 0); room + 1],
+            by_observer: vec![0; room],
+            at: vec![0; n + 1],
+            band: vec![0; max_entities as usize + 1],
+            viewers: PackedSquares::new(config, max_entities),
+            others: PackedSquares::new(config, max_entities),
+            active: false,
+        }
+    }
+
+    /// Groups the first `k` changes found by observer (a counting sort
+    /// over the slots) and makes them this tick's.
+    fn group(&mut self, k: usize) {
+        self.at.fill(0);
+        for &(o, _) in &self.found[..k] {
+            self.at[o as usize + 1] += 1;
+        }
+        for s in 1..self.at.len() {
+            self.at[s] += self.at[s - 1];
+        }
+        for &(o, c) in &self.found[..k] {
+            let at = &mut self.at[o as usize];
+            self.by_observer[*at as usize] = c;
+            *at += 1;
+        }
+        // Each `at[o]` now ends its group: shift them back to starts.
+        let last = self.at.len() - 1;
+        self.at.copy_within(..last, 1);
+        self.at[0] = 0;
+        self.active = true;
+    }
+
+    /// Forgets the tick's changes: views are rebuilt unless swept again.
+    pub(crate) fn end_tick(&mut self) {
+        self.active = false;
+    }
+}
+
+impl World {
+    /// Finds every sweepable observer's changes for this tick (see the
+    /// module docs); `step` is the tick's largest step on either axis.
+    /// Returns whether the sweep holds them; if not, no view was touched.
+    pub(super) fn sweep_pairs(&mut self, step: i64) -> bool {
+        let (swept, r_min, r_max) = self.choose_viewers();
+        // The sweep's passes over every slot and record pay off only when
+        // most entities have views it keeps (not where NPCs abound).
+        if swept == 0 || swept * 2 < self.count {
+            return false;
+        }
+        let Some(squares) = self.squares.as_ref() else {
+            return false;
+        };
+        let sweep = &mut self.sweep;
+        let slack = step.saturating_mul(3);
+        let reach = r_max.saturating_add(slack);
+        // Offsets, now and before, stay below 2^31 raw: 64-bit squares.
+        if reach.saturating_add(slack).saturating_add(squares.side()) >= 1 << 31 {
+            return false;
+        }
+        let lo = u64::try_from(r_min.saturating_sub(slack)).map_or(0, |d| d.saturating_mul(d));
+        let hi = (reach as u64) * (reach as u64);
+        let span = u32::try_from((reach + squares.side() - 1) / squares.side()).unwrap_or(u32::MAX);
+        let enter2 = &sweep.enter2;
+        // Where every entity's view is kept, the copy is the viewers'.
+        let (viewers, others) = if swept == self.count {
+            (squares, None)
+        } else {
+            let (Some(viewers), Some(others)) = (&mut sweep.viewers, &mut sweep.others) else {
+                return false;
+            };
+            viewers.copy_kept(squares, |e| enter2[e.slot as usize] != NOT_SWEPT);
+            others.copy_kept(squares, |e| enter2[e.slot as usize] == NOT_SWEPT);
+            (&*viewers, Some(&*others))
+        };
+        let (cols, rows) = squares.dims();
+        let viewed = viewers.records();
+        let room = sweep.found.len() - 1;
+        let mut k = 0usize;
+        for row in 0..rows {
+            let (top, bottom) = (
+                row.saturating_sub(span),
+                row.saturating_add(span).min(rows - 1),
+            );
+            for col in 0..cols {
+                let last_col = col.saturating_add(span).min(cols - 1);
+                let first_col = col.saturating_sub(span);
+                for i in viewers.start_of(col, row)..viewers.start_of(col + 1, row) {
+                    // Past the room, a change may have been dropped.
+                    if k >= room {
+                        return false;
+                    }
+                    let a = viewed[i];
+                    let ra = enter2[a.slot as usize];
+                    let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
+                    // Other viewers: each pair once, for both directions,
+                    // later in the same row or in the rows below.
+                    let same_row = (i + 1)..viewers.start_of(last_col + 1, row);
+                    let below = (row + 1..=bottom)
+                        .map(|r| viewers.start_of(first_col, r)..viewers.start_of(last_col + 1, r));
+                    let mut n = 0;
+                    for run in core::iter::once(same_row).chain(below) {
+                        n = band(&mut sweep.band, n, viewed, run, &a, (lo, hi));
+                    }
+                    for &j in &sweep.band[..n] {
+                        let b = &viewed[j as usize];
+                        let d = distances(&a, (ax, ay), b);
+                        let rb = enter2[b.slot as usize];
+                        k = record(&mut sweep.found, k, (a.slot, b.slot), d, ra);
+                        k = record(&mut sweep.found, k, (b.slot, a.slot), d, rb);
+                    }
+                    // Everyone else around, for this viewer's direction.
+                    let Some(others) = others else { continue };
+                    let other = others.records();
+                    let mut n = 0;
+                    for r in top..=bottom {
+                        let run = others.start_of(first_col, r)..others.start_of(last_col + 1, r);
+                        n = band(&mut sweep.band, n, other, run, &a, (lo, hi));
+                    }
+                    for &j in &sweep.band[..n] {
+                        let d = distances(&a, (ax, ay), &other[j as usize]);
+                        k = record(&mut sweep.found, k, (a.slot, other[j as usize].slot), d, ra);
+                    }
+                }
+            }
+        }
+        if k >= room {
+            return false;
+        }
+        sweep.group(k);
+        true
+    }
+
+    /// Marks the observers whose views the sweep can keep this tick (see
+    /// the module docs) with their enter distance², and returns how many
+    /// there are and the least and greatest of their radii.
+    fn choose_viewers(&mut self) -> (u32, i64, i64) {
+        let max_view = self.config.max_view as usize;
+        let enter2 = &mut self.sweep.enter2;
+        enter2.fill(NOT_SWEPT);
+        let (mut swept, mut r_min, mut r_max) = (0u32, i64::MAX, 0i64);
+        for &(_, o) in &self.by_id {
+            let e = &self.entities[o as usize];
+            // No hysteresis, no crowd culled, every subject of interest,
+            // and candidates near enough for 64-bit squares.
+            let keeps = e.alive
+                && e.near
+                && e.enter2 == e.stay2
+                && e.interest & self.common_layers != 0
+                && self.views.slots(e.view).len() < max_view;
+            if let (true, Ok(e2)) = (keeps, u64::try_from(e.enter2)) {
+                enter2[o as usize] = e2;
+                r_min = r_min.min(e.radius.to_bits());
+                r_max = r_max.max(e.radius.to_bits());
+                swept += 1;
+            }
+        }
+        (swept, r_min, r_max)
+    }
+
+    /// Applies the sweep's changes to the view of the observer at `slot`
+    /// and sends their events. Returns the event count, or `None` when the
+    /// sweep does not keep this view (it must be rebuilt).
+    pub(super) fn apply_swept<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> Option<u64> {
+        let sweep = &mut self.sweep;
+        if !sweep.active || sweep.enter2[slot as usize] == NOT_SWEPT {
+            return None;
+        }
+        let (observer, view) = {
+            let o = &self.entities[slot as usize];
+            (o.id, o.view)
+        };
+        let group = sweep.at[slot as usize] as usize..sweep.at[slot as usize + 1] as usize;
+        let changes = &mut sweep.by_observer[group];
+        // Leaves first, then Enters, each ascending by id.
+        let ids = &self.ids;
+        changes.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED)));
+        let leaves = changes.partition_point(|&c| c & ENTERED == 0);
+        let old_len = self.views.slots(view).len();
+        if old_len - leaves.min(old_len) + (changes.len() - leaves) > self.config.max_view as usize
+        {
+            // It would be culled: only a rebuild ranks.
+            return None;
+        }
+        let (gone, came) = changes.split_at(leaves);
+        self.entered.clear();
+        self.entered.extend_kept(came, |_| true);
+        for e in self.entered.as_mut_slice() {
+            *e &= !ENTERED;
+        }
+        let entered = self.entered.as_slice();
+        self.views.rewrite(view, |old, out| {
+            merge(old, gone, entered, out, |s| ids.key(s), ids.in_order())
+        });
+        let pairs = ObserverPairs::new(observer);
+        for &s in gone {
+            send_leave(sink, &mut self.sums, &pairs, ids.id(s));
+        }
+        for &s in entered {
+            send_enter(
+                sink,
+                &mut self.sums,
+                &pairs,
+                ids.id(s),
+                &self.shown[s as usize],
+            );
+        }
+        let mut events = (gone.len() + entered.len()) as u64;
+        if self.margins.any() {
+            self.margins.clear(view);
+            self.sync_margin(slot, view);
+        }
+        if self.any_due {
+            events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
+        }
+        Some(events)
+    }
+}
+
+/// Appends to `band` (from `n` on) the index of every record of
+/// `records[run]` whose `dist²` from `a` lies within `lo..=hi`; returns
+/// the new count.
+#[inline(always)]
+fn band(
+    band: &mut [u32],
+    mut n: usize,
+    records: &[Packed],
+    run: core::ops::Range<usize>,
+    a: &Packed,
+    (lo, hi): (u64, u64),
+) -> usize {
+    let first = run.start as u32;
+    for (j, b) in (first..).zip(records.get(run).unwrap_or(&[])) {
+        let d = square(b.x.wrapping_sub(a.x), b.y.wrapping_sub(a.y));
+        if let Some(at) = band.get_mut(n) {
+            *at = j;
+        }
+        n += usize::from(d.wrapping_sub(lo) <= hi - lo);
+    }
+    n
+}
+
+/// A pair's `dist²` now and at last tick's positions; `(ax, ay)` is where
+/// `a` stood then.
+#[inline(always)]
+fn distances(a: &Packed, (ax, ay): (i64, i64), b: &Packed) -> (u64, u64) {
+    let now = square(b.x - a.x, b.y - a.y);
+    let was = square(b.x - i64::from(b.dx) - ax, b.y - i64::from(b.dy) - ay);
+    (now, was)
+}
+
+/// Records at `found[k]`, without a branch, the change of `subject` in
+/// `observer`'s view if the pair's distances `(now, was)` lie on two sides
+/// of `enter2`; returns the new count. [`NOT_SWEPT`] is never crossed.
+#[inline(always)]
+fn record(
+    found: &mut [(u32, u32)],
+    k: usize,
+    (observer, subject): (u32, u32),
+    (now, was): (u64, u64),
+    enter2: u64,
+) -> usize {
+    let inside = now <= enter2;
+    if let Some(at) = found.get_mut(k) {
+        *at = (observer, subject | (u32::from(inside) << 31));
+    }
+    k + usize::from(inside != (was <= enter2))
+}
+
+/// `a² + b²` for offsets below `2^31`.
+#[inline(always)]
+fn square(a: i64, b: i64) -> u64 {
+    (a.wrapping_mul(a) as u64).wrapping_add(b.wrapping_mul(b) as u64)
+}
+
+/// Writes `old` without `gone` and with `entered` into `out`, all in key
+/// order (`gone` a subset of `old`, `entered` disjoint from it); returns
+/// the length written. Keys are the slots themselves while `in_order`.
+fn merge(
+    old: &[u32],
+    gone: &[u32],
+    entered: &[u32],
+    out: &mut [u32],
+    key: impl Fn(u32) -> u64,
+    in_order: bool,
+) -> usize {
+    let key = |s: u32| if in_order { u64::from(s) } else { key(s) };
+    let (mut w, mut g, mut e) = (0, 0, 0);
+    let mut put = |s: u32, w: &mut usize| {
+        if let Some(at) = out.get_mut(*w) {
+            *at = s;
+            *w += 1;
+        }
+    };
+    for &s in old {
+        let k = key(s);
+        while let Some(&n) = entered.get(e).filter(|&&n| key(n) < k) {
+            put(n, &mut w);
+            e += 1;
+        }
+        if gone.get(g) == Some(&s) {
+            g += 1;
+            continue;
+        }
+        put(s, &mut w);
+    }
+    for &n in entered.get(e..).unwrap_or(&[]) {
+        put(n, &mut w);
+    }
+    debug_assert_eq!(g, gone.len(), "a Leave not in the view");
+    w
+}
