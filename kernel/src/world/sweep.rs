@@ -247,7 +247,11 @@ impl World {
         let changes = &mut sweep.by_observer[group];
         // Leaves first, then Enters, each ascending by id.
         let ids = &self.ids;
-        changes.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED)));
+        match ids.in_order() {
+            // Slots compare as ids, and the flag sorts Leaves first.
+            true => changes.sort_unstable(),
+            false => changes.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED))),
+        }
         let leaves = changes.partition_point(|&c| c & ENTERED == 0);
         let old_len = self.views.slots(view).len();
         if old_len - leaves.min(old_len) + (changes.len() - leaves) > self.config.max_view as usize
@@ -262,8 +266,9 @@ impl World {
             *e &= !ENTERED;
         }
         let entered = self.entered.as_slice();
-        self.views.rewrite(view, |old, out| {
-            merge(old, gone, entered, out, |s| ids.key(s), ids.in_order())
+        self.views.rewrite(view, |old, out| match ids.in_order() {
+            true => merge(old, gone, entered, out, u64::from),
+            false => merge(old, gone, entered, out, |s| ids.key(s)),
         });
         let pairs = ObserverPairs::new(observer);
         for &s in gone {
@@ -348,16 +353,15 @@ fn square(a: i64, b: i64) -> u64 {
 
 /// Writes `old` without `gone` and with `entered` into `out`, all in key
 /// order (`gone` a subset of `old`, `entered` disjoint from it); returns
-/// the length written. Keys are the slots themselves while `in_order`.
+/// the length written.
+#[inline(always)]
 fn merge(
     old: &[u32],
     gone: &[u32],
     entered: &[u32],
     out: &mut [u32],
     key: impl Fn(u32) -> u64,
-    in_order: bool,
 ) -> usize {
-    let key = |s: u32| if in_order { u64::from(s) } else { key(s) };
     let (mut w, mut g, mut e) = (0, 0, 0);
     let mut put = |s: u32, w: &mut usize| {
         if let Some(at) = out.get_mut(*w) {
@@ -365,15 +369,21 @@ fn merge(
             *w += 1;
         }
     };
+    // The next entered subject's key; none left compares as the greatest.
+    let next = |e: usize| entered.get(e).map_or(u64::MAX, |&n| key(n));
+    let mut next_in = next(0);
     for &s in old {
-        let k = key(s);
-        while let Some(&n) = entered.get(e).filter(|&&n| key(n) < k) {
-            put(n, &mut w);
-            e += 1;
-        }
         if gone.get(g) == Some(&s) {
             g += 1;
             continue;
+        }
+        let k = key(s);
+        while next_in < k {
+            if let Some(&n) = entered.get(e) {
+                put(n, &mut w);
+            }
+            e += 1;
+            next_in = next(e);
         }
         put(s, &mut w);
     }
