@@ -167,9 +167,11 @@ impl<T: Copy + Default> Squares<T> {
         }
     }
 
-    /// Every record, square by square in row-major order.
+    /// Every record, square by square in row-major order (and none of
+    /// the room beyond them, which holds stale ones).
     pub(crate) fn records(&self) -> &[T] {
-        &self.records
+        let total = self.start.last().map_or(0, |&n| n as usize);
+        self.records.get(..total).unwrap_or(&[])
     }
 
     /// The number of columns and rows of squares.
@@ -243,42 +245,63 @@ pub(crate) type PackedSquares = Squares<Packed>;
 
 impl PackedSquares {
     /// Sorts every live entity into its square; `born[slot]` is
-    /// [`UNBORN`] for a vacant slot. With `before` (each slot's position at
-    /// the end of last tick), records carry their step since, and the
-    /// largest step on either axis is returned (`i64::MAX` for one beyond
-    /// `i32`, which is recorded as none).
+    /// [`UNBORN`] for a vacant slot. With `steps`, records carry their step
+    /// since last tick, except those that spawned this tick or stepped
+    /// farther than it allows on an axis, which are marked [`JUMPED`];
+    /// returns the largest step recorded and how many were marked.
     pub(crate) fn sort_entities(
         &mut self,
         grid: &Grid,
         born: &[u64],
-        before: Option<&[(i64, i64)]>,
-    ) -> i64 {
+        steps: Option<Steps<'_>>,
+    ) -> (i64, u32) {
         let live = grid.all_members().iter().zip(born).enumerate();
-        let mut largest = 0i64;
+        let (mut largest, mut jumped) = (0i64, 0u32);
         self.rebuild(
             live.filter(|(_, (_, &b))| b != UNBORN)
-                .map(|(slot, (m, _))| {
+                .map(|(slot, (m, &b))| {
                     // slot < max_entities ≤ 2^22.
                     let mut record = Packed::of(slot as u32, m);
-                    if let Some(&(px, py)) = before.and_then(|b| b.get(slot)) {
-                        let step = |now: i64, was: i64| i32::try_from(now.wrapping_sub(was)).ok();
+                    if let Some(steps) = &steps {
+                        let (px, py) = steps.before.get(slot).copied().unwrap_or_default();
+                        let step = |now: i64, was: i64| {
+                            i32::try_from(now.wrapping_sub(was))
+                                .ok()
+                                .filter(|d| i64::from(d.unsigned_abs()) <= steps.within)
+                        };
                         match (step(record.x, px), step(record.y, py)) {
-                            (Some(dx), Some(dy)) => {
-                                record.dx = dx;
-                                record.dy = dy;
+                            (Some(dx), Some(dy)) if b != steps.tick => {
+                                (record.dx, record.dy) = (dx, dy);
                                 largest = largest
                                     .max(i64::from(dx.unsigned_abs()))
                                     .max(i64::from(dy.unsigned_abs()));
                             }
-                            _ => largest = i64::MAX,
+                            _ => {
+                                (record.dx, record.dy) = (JUMPED, JUMPED);
+                                jumped += 1;
+                            }
                         }
                     }
                     (record.x, record.y, record)
                 }),
         );
-        largest
+        (largest, jumped)
     }
 }
+
+/// What [`PackedSquares::sort_entities`] needs to record steps.
+pub(crate) struct Steps<'a> {
+    /// Each slot's position at the end of last tick, raw.
+    pub(crate) before: &'a [(i64, i64)],
+    /// The largest step on an axis that is recorded as one.
+    pub(crate) within: i64,
+    /// This tick: an entity born in it has no step.
+    pub(crate) tick: u64,
+}
+
+/// The step of a record that spawned this tick or stepped farther than
+/// recorded: never a step, since recorded ones are below `2^31` raw.
+pub(crate) const JUMPED: i32 = i32::MIN;
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,7 @@ use crate::scan::{Candidates, Packed, Ranked, Reach};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::source::Source;
-use crate::squares::{PackedSquares, Squares};
+use crate::squares::{PackedSquares, Squares, Steps};
 use crate::subject_pairs::{PairKind, SubjectPairs};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
@@ -393,8 +393,6 @@ pub struct World {
     /// Per slot: where its entity stood at the end of last tick, raw
     /// (`Entity::prev`'s position, compact for the sorted copy).
     before: Vec<(i64, i64)>,
-    /// Whether anything spawned this tick.
-    spawned: bool,
     /// Busy radius-mode ticks: views kept from the pairs that crossed.
     sweep: Sweep,
     /// Per slot: its entity's digest term hashed as far as the words that
@@ -530,7 +528,6 @@ impl World {
             born: vec![UNBORN; n],
             prev_cells: vec![0; n],
             before: vec![(0, 0); n],
-            spawned: false,
             sweep: Sweep::new(&config, slots),
             heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
             ids: SlotIds::new(slots),
@@ -608,7 +605,6 @@ impl World {
         self.rebuilds = 0;
         self.pairs.clear();
         self.any_due = false;
-        self.spawned = false;
 
         for command in commands {
             if let Err(reason) = self.apply(command, t) {
@@ -700,18 +696,26 @@ impl World {
             match (&mut self.squares, radius) {
                 (Some(squares), true) => {
                     // Sweeping needs every view to be a function of last
-                    // tick's positions, and every subject to have one.
+                    // tick's positions, and pairs to name subjects by slot.
                     let steady = mark_all
                         && self.observers * 2 >= self.count
                         && self.config.hysteresis == Fix::ZERO
-                        && !self.spawned
-                        && self.gone.is_empty()
-                        && !self.ids.any_churned();
-                    let before = steady.then_some(&self.before[..]);
-                    let largest = squares.sort_entities(&self.grid, &self.born, before);
-                    if steady && largest <= squares.side() {
+                        && !self.gone.iter().any(|g| {
+                            self.born[g.slot as usize] != UNBORN || self.ids.id(g.slot) != g.id
+                        });
+                    let steps = steady.then_some(Steps {
+                        before: &self.before,
+                        within: squares.side(),
+                        tick: t,
+                    });
+                    let (largest, jumped) = squares.sort_entities(&self.grid, &self.born, steps);
+                    // Each jump, spawn and despawn costs a look around it:
+                    // at 2% of the entities the sweep is 14% ahead, at 5%
+                    // (jumps) 6% behind.
+                    let special = u64::from(jumped) + self.gone.len() as u64;
+                    if steady && special * 32 <= u64::from(self.count) {
                         self.sort_observers();
-                        self.sweep_pairs(largest);
+                        self.sweep_pairs(largest, t);
                     }
                 }
                 (squares, _) => {
@@ -928,7 +932,6 @@ impl World {
         self.born[slot as usize] = t;
         self.prev_cells[slot as usize] = cell;
         self.before[slot as usize] = (s.pos.x.to_bits(), s.pos.y.to_bits());
-        self.spawned = true;
         self.shown[slot as usize] = Shown {
             pos: motion.pos,
             speed: motion.speed,

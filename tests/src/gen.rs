@@ -918,11 +918,29 @@ pub fn walkers(seed: u64, ticks: usize, max_view: u32) -> Scenario {
         let raw = c.to_bits() + (rng.below(2561) as i64 - 1280) * (UNIT / 256);
         Fix::from_bits(raw.clamp(0, 799 * UNIT))
     };
+    let mut alive = vec![true; ENTITIES as usize];
     for tick in 1..ticks {
         let mut commands = Vec::new();
         let (jumper, churned) = (tick % 7 == 3, tick % 9 == 5);
+        // A few log out or back in, where the tick is not churned.
+        let logins = if tick % 4 == 1 && !churned { 2 } else { 0 };
+        for _ in 0..logins {
+            let id = rng.below(ENTITIES);
+            let i = id as usize;
+            commands.push(match alive[i] {
+                true => Command::Despawn { id },
+                false => {
+                    pos[i] = anywhere(&mut rng);
+                    Command::Spawn(spawn(id, pos[i]))
+                }
+            });
+            alive[i] = !alive[i];
+        }
         for id in 0..ENTITIES {
             let i = id as usize;
+            if !alive[i] {
+                continue;
+            }
             // Enough respawns (each into another slot) that slots are
             // renumbered every few of these ticks.
             if churned && rng.one_in(5) {

@@ -17,10 +17,16 @@
 //! is then edited by its few changes instead of rebuilt, with no per-slot
 //! mark set or read.
 //!
-//! It runs in busy ticks without spawns, despawns or jumps (a step beyond
-//! a square), where most entities are observers it can keep the views of;
-//! the other observers' views are rebuilt as usual. It holds no state from
-//! one tick to the next beyond each entity's last position.
+//! An entity that spawned, despawned or jumped (stepped farther than a
+//! square) has no small step to bound: it is left out of the pairs, and
+//! instead every kept view around where it was and where it is tests it
+//! directly. Observers that spawned or jumped are rebuilt as usual, like
+//! those whose views the sweep cannot keep.
+//!
+//! It runs in busy ticks where at least half of the entities are observers
+//! whose views it keeps, no slot changed hands, and at most one entity in
+//! 32 spawned, despawned or jumped. It holds no state from one tick to the
+//! next beyond each entity's last position.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -29,8 +35,9 @@ use super::{send_enter, send_leave, World};
 use crate::config::Config;
 use crate::digest::ObserverPairs;
 use crate::event::EventSink;
-use crate::scan::Packed;
-use crate::squares::PackedSquares;
+use crate::fixed_point::Fix;
+use crate::scan::{dist2_raw, Packed};
+use crate::squares::{PackedSquares, JUMPED};
 
 /// A slot whose observer's view the sweep does not keep this tick: an
 /// enter distance no pair fails, so that none of its pairs changes.
@@ -40,8 +47,9 @@ const NOT_SWEPT: u64 = u64::MAX;
 const ENTERED: u32 = 1 << 31;
 
 /// Changes found per entity before a sweep gives up (the views are then
-/// rebuilt): the uniform walk makes about five per observer.
-const CHANGES_PER_ENTITY: usize = 8;
+/// rebuilt): the uniform walk makes about five per observer, and one in
+/// twenty jumping anywhere about twelve.
+const CHANGES_PER_ENTITY: usize = 16;
 
 /// The sweep's buffers, sized at construction.
 pub(crate) struct Sweep {
@@ -111,11 +119,12 @@ impl Sweep {
 }
 
 impl World {
-    /// Finds every sweepable observer's changes for this tick (see the
-    /// module docs); `step` is the tick's largest step on either axis.
-    /// Returns whether the sweep holds them; if not, no view was touched.
-    pub(super) fn sweep_pairs(&mut self, step: i64) -> bool {
-        let (swept, r_min, r_max) = self.choose_viewers();
+    /// Finds every sweepable observer's changes for tick `t` (see the
+    /// module docs); `step` is the tick's largest recorded step on either
+    /// axis. Returns whether the sweep holds them; if not, no view was
+    /// touched.
+    pub(super) fn sweep_pairs(&mut self, step: i64, t: u64) -> bool {
+        let (swept, r_min, r_max) = self.choose_viewers(t);
         // The sweep's passes over every slot and record pay off only when
         // most entities have views it keeps (not where NPCs abound).
         if swept == 0 || swept * 2 < self.count {
@@ -143,13 +152,39 @@ impl World {
                 return false;
             };
             viewers.copy_kept(squares, |e| enter2[e.slot as usize] != NOT_SWEPT);
-            others.copy_kept(squares, |e| enter2[e.slot as usize] == NOT_SWEPT);
+            others.copy_kept(squares, |e| {
+                enter2[e.slot as usize] == NOT_SWEPT && e.dx != JUMPED
+            });
             (&*viewers, Some(&*others))
         };
         let (cols, rows) = squares.dims();
         let viewed = viewers.records();
         let room = sweep.found.len() - 1;
         let mut k = 0usize;
+        // Jumps, spawns and despawns, around where each was and is.
+        for a in squares.records().iter().filter(|e| e.dx == JUMPED) {
+            let before = match self.born[a.slot as usize] == t {
+                true => None,
+                false => self.before.get(a.slot as usize).copied(),
+            };
+            let (at, near) = (Some((a.x, a.y)), (viewers, &enter2[..], reach));
+            k = around(&mut sweep.found, k, near, a.slot, at, before);
+        }
+        for g in &self.gone {
+            let was = Some((g.pos.x.to_bits(), g.pos.y.to_bits()));
+            k = around(
+                &mut sweep.found,
+                k,
+                (viewers, enter2, reach),
+                g.slot,
+                None,
+                was,
+            );
+        }
+        // First, so that a tick with too many gives up before the pairs.
+        if k >= room {
+            return false;
+        }
         for row in 0..rows {
             let (top, bottom) = (
                 row.saturating_sub(span),
@@ -204,10 +239,10 @@ impl World {
         true
     }
 
-    /// Marks the observers whose views the sweep can keep this tick (see
+    /// Marks the observers whose views the sweep can keep in tick `t` (see
     /// the module docs) with their enter distance², and returns how many
     /// there are and the least and greatest of their radii.
-    fn choose_viewers(&mut self) -> (u32, i64, i64) {
+    fn choose_viewers(&mut self, t: u64) -> (u32, i64, i64) {
         let max_view = self.config.max_view as usize;
         let enter2 = &mut self.sweep.enter2;
         enter2.fill(NOT_SWEPT);
@@ -215,8 +250,14 @@ impl World {
         for &(_, o) in &self.by_id {
             let e = &self.entities[o as usize];
             // No hysteresis, no crowd culled, every subject of interest,
-            // and candidates near enough for 64-bit squares.
+            // candidates near enough for 64-bit squares, and a step.
+            let (was_x, was_y) = self.before[o as usize];
+            let side = self.squares.as_ref().map_or(0, |s| s.side());
+            let stepped = |now: Fix, was: i64| now.to_bits().abs_diff(was) <= side.unsigned_abs();
             let keeps = e.alive
+                && self.born[o as usize] != t
+                && stepped(e.cur.pos.x, was_x)
+                && stepped(e.cur.pos.y, was_y)
                 && e.near
                 && e.enter2 == e.stay2
                 && e.interest & self.common_layers != 0
@@ -272,7 +313,7 @@ impl World {
         });
         let pairs = ObserverPairs::new(observer);
         for &s in gone {
-            send_leave(sink, &mut self.sums, &pairs, ids.id(s));
+            send_leave(sink, &mut self.sums, &pairs, ids.old(s));
         }
         for &s in entered {
             send_enter(
@@ -316,6 +357,43 @@ fn band(
         n += usize::from(d.wrapping_sub(lo) <= hi - lo);
     }
     n
+}
+
+/// Records the changes that a subject which jumped, spawned or despawned
+/// makes in the views of the swept viewers around where it is (`now`)
+/// and where it was (`was`, both raw): the sweep's pairs never meet it.
+/// `near` is the viewers' copy, their enter distances² by slot, and how far
+/// on each axis a viewer can be from either point; returns the new count.
+fn around(
+    found: &mut [(u32, u32)],
+    mut k: usize,
+    (viewers, enter2, reach): (&PackedSquares, &[u64], i64),
+    subject: u32,
+    now: Option<(i64, i64)>,
+    was: Option<(i64, i64)>,
+) -> usize {
+    let Some(first) = now.or(was) else {
+        return k;
+    };
+    for run in viewers.runs_around(first, now.and(was), reach) {
+        for v in run {
+            let e2 = enter2.get(v.slot as usize).copied().unwrap_or(NOT_SWEPT);
+            if e2 == NOT_SWEPT {
+                continue;
+            }
+            let e2 = u128::from(e2);
+            let (vx, vy) = (v.x - i64::from(v.dx), v.y - i64::from(v.dy));
+            let inside = now.is_some_and(|(x, y)| dist2_raw(x, y, v.x, v.y) <= e2);
+            let was_inside = was.is_some_and(|(x, y)| dist2_raw(x, y, vx, vy) <= e2);
+            if inside != was_inside {
+                if let Some(at) = found.get_mut(k) {
+                    *at = (v.slot, subject | (u32::from(inside) << 31));
+                }
+                k += 1;
+            }
+        }
+    }
+    k
 }
 
 /// A pair's `dist²` now and at last tick's positions; `(ax, ay)` is where
