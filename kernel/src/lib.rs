@@ -134,12 +134,25 @@
 //! whole ring. The new views are then written one after another in rebuild
 //! order, so the next such tick reads them as a stream.
 //!
+//! In radius mode without hysteresis, a view below `max_view` whose
+//! observer's interest takes every subject is exactly the subjects within
+//! `r`, so in such a tick it changes by the pairs that crossed `r`. Where
+//! at least half of the entities are observers with such views, at most
+//! one entity in 32 spawned, despawned or jumped farther than a square, and
+//! no slot changed hands, one sweep over pairs of nearby entities finds
+//! those changes instead of the rebuilds: each pair once for both its
+//! directions, tested at both positions only when it is now within `r`
+//! plus or minus three times the tick's largest step, in `O(pairs in reach
+//! + changes)`. Each such view is then merged with its `c` changes in
+//! `O(v + c log c)`; a spawn, despawn or jump is tested against the views
+//! around where it was and is. The other observers are rebuilt as above.
+//!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
 //! halves of 4-byte entries), then each observer's margin (432 bytes,
 //! where views can be culled at all), the per-entity records, the room for
-//! pairs and the copies (about 1.5 KB per entity in all where every entity
-//! is an observer): `step` never allocates.
+//! pairs, the sweep's changes and the copies (about 1.8 KB per entity in
+//! all where every entity is an observer): `step` never allocates.
 //!
 //! # Digest
 //!
