@@ -142,10 +142,11 @@
 //! no slot changed hands, one sweep over pairs of nearby entities finds
 //! those changes instead of the rebuilds: each pair once for both its
 //! directions, tested at both positions only when it is now within `r`
-//! plus or minus three times the tick's largest step, in `O(pairs in reach
-//! + changes)`. Each such view is then merged with its `c` changes in
-//! `O(v + c log c)`; a spawn, despawn or jump is tested against the views
-//! around where it was and is. The other observers are rebuilt as above.
+//! plus or minus three times the tick's largest step, in
+//! `O(pairs in reach + changes)`. Each such view is then merged with its
+//! `c` changes in `O(v + c log c)`; a spawn, despawn or jump is tested
+//! against the views around where it was and is. The other observers are
+//! rebuilt as above.
 //!
 //! Memory is fixed by [`Config`] at construction, dominated by
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two

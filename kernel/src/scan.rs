@@ -22,7 +22,8 @@ pub(crate) struct Packed {
     pub(crate) slot: u32,
     pub(crate) layers: u32,
     /// This tick's step on each axis (`x - dx` is where it stood at the
-    /// end of last tick), where the copy records it: see `sweep.rs`.
+    /// end of last tick), where the copy records steps (see `sweep.rs`);
+    /// `JUMPED` for an entity with none to record.
     pub(crate) dx: i32,
     pub(crate) dy: i32,
 }

@@ -714,6 +714,7 @@ impl World {
                     // (jumps) 6% behind.
                     let special = u64::from(jumped) + self.gone.len() as u64;
                     if steady && special * 32 <= u64::from(self.count) {
+                        // The sweep walks the live observers by id.
                         self.sort_observers();
                         self.sweep_pairs(largest, t);
                     }
@@ -1258,7 +1259,9 @@ impl World {
     /// difference as Leave, Enter and Update events. Returns the event count.
     ///
     /// The old and new views are marked per slot while the view is rebuilt,
-    /// and every mark set here is cleared again before returning.
+    /// and every mark set here is cleared again before returning. Where
+    /// this tick's sweep holds the view's changes, they are applied
+    /// instead (see `sweep.rs`).
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
         if let Some(events) = self.apply_swept(slot, sink) {
             return events;

@@ -247,13 +247,13 @@ impl World {
         let enter2 = &mut self.sweep.enter2;
         enter2.fill(NOT_SWEPT);
         let (mut swept, mut r_min, mut r_max) = (0u32, i64::MAX, 0i64);
+        let side = self.squares.as_ref().map_or(0, |s| s.side());
+        let stepped = |now: Fix, was: i64| now.to_bits().abs_diff(was) <= side.unsigned_abs();
         for &(_, o) in &self.by_id {
             let e = &self.entities[o as usize];
             // No hysteresis, no crowd culled, every subject of interest,
             // candidates near enough for 64-bit squares, and a step.
             let (was_x, was_y) = self.before[o as usize];
-            let side = self.squares.as_ref().map_or(0, |s| s.side());
-            let stepped = |now: Fix, was: i64| now.to_bits().abs_diff(was) <= side.unsigned_abs();
             let keeps = e.alive
                 && self.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
