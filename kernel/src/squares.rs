@@ -309,8 +309,9 @@ mod tests {
     use crate::digest::mix64;
     use alloc::vec::Vec;
 
-    #[test]
-    fn runs_around_two_points_hold_each_record_near_either_once() {
+    /// A copy of `n` records spread over an 8 × 8-cell world on whole
+    /// units, numbered by their index, and their positions.
+    fn spread(n: u64) -> (Squares<u32>, Vec<(i64, i64)>) {
         let config = Config {
             width_cells: 8,
             height_cells: 8,
@@ -318,8 +319,7 @@ mod tests {
             ..Config::default()
         };
         let unit = 1i64 << 16;
-        let side = 800 * unit;
-        let points: Vec<(i64, i64)> = (0..2000u64)
+        let points: Vec<(i64, i64)> = (0..n)
             .map(|k| {
                 (
                     (mix64(k) % 800) as i64 * unit,
@@ -334,6 +334,55 @@ mod tests {
                 .enumerate()
                 .map(|(k, &(x, y))| (x, y, k as u32)),
         );
+        (squares, points)
+    }
+
+    #[test]
+    fn records_end_at_the_last_one_after_a_smaller_rebuild() {
+        let (mut squares, points) = spread(2000);
+        assert_eq!(squares.records().len(), 2000);
+        squares.rebuild(
+            points[..700]
+                .iter()
+                .enumerate()
+                .map(|(k, &(x, y))| (x, y, k as u32)),
+        );
+        let mut got = squares.records().to_vec();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            (0..700).collect::<Vec<u32>>(),
+            "no stale record past the last"
+        );
+    }
+
+    #[test]
+    fn a_kept_copy_holds_the_kept_records_square_by_square_in_order() {
+        let (squares, _) = spread(2000);
+        let (mut copy, _) = spread(0);
+        let keep = |k: &u32| mix64(u64::from(*k)).is_multiple_of(3);
+        copy.copy_kept(&squares, keep);
+        let (cols, rows) = squares.dims();
+        let mut total = 0;
+        for row in 0..rows {
+            for col in 0..cols {
+                let all =
+                    &squares.records()[squares.start_of(col, row)..squares.start_of(col + 1, row)];
+                let kept: Vec<u32> = all.iter().copied().filter(keep).collect();
+                let got = &copy.records()[copy.start_of(col, row)..copy.start_of(col + 1, row)];
+                assert_eq!(got, &kept[..], "square ({col}, {row})");
+                total += kept.len();
+            }
+        }
+        assert_eq!(copy.records().len(), total);
+        assert!(total > 500 && total < 800, "{total}");
+    }
+
+    #[test]
+    fn runs_around_two_points_hold_each_record_near_either_once() {
+        let (squares, points) = spread(2000);
+        let unit = 1i64 << 16;
+        let side = 800 * unit;
         let reach = 60 * unit;
         let near = |(px, py): (i64, i64), (x, y): (i64, i64)| {
             (px - x).abs() <= reach && (py - y).abs() <= reach
