@@ -698,8 +698,8 @@ impl World {
                     // Sweeping needs every view to be a function of last
                     // tick's positions, and pairs to name subjects by slot.
                     let steady = mark_all
+                        && self.sweep.possible()
                         && self.observers * 2 >= self.count
-                        && self.config.hysteresis == Fix::ZERO
                         && !self.gone.iter().any(|g| {
                             self.born[g.slot as usize] != UNBORN || self.ids.id(g.slot) != g.id
                         });

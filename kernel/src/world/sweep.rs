@@ -32,7 +32,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::{send_enter, send_leave, World};
-use crate::config::Config;
+use crate::config::{Config, Visibility};
 use crate::digest::ObserverPairs;
 use crate::event::EventSink;
 use crate::fixed_point::Fix;
@@ -74,18 +74,30 @@ pub(crate) struct Sweep {
 }
 
 impl Sweep {
+    /// The sweep's buffers for a world of `slots` slots, or none (an
+    /// empty sweep that never runs) where the config rules it out: grid
+    /// mode, hysteresis, no squares, or too few observers for half of the
+    /// entities ever to be swept.
     pub(crate) fn new(config: &Config, slots: u32) -> Self {
-        let n = slots as usize;
-        let max_entities = config.max_entities;
-        let room = CHANGES_PER_ENTITY * max_entities as usize;
+        let possible = config.visibility == Visibility::Radius
+            && config.hysteresis == Fix::ZERO
+            && u64::from(config.max_observers) * 2 >= u64::from(config.max_entities);
+        let viewers = PackedSquares::new(config, config.max_entities).filter(|_| possible);
+        let (n, max_entities) = match viewers {
+            Some(_) => (slots as usize, config.max_entities as usize),
+            None => (0, 0),
+        };
+        let room = CHANGES_PER_ENTITY * max_entities;
         Sweep {
             enter2: vec![NOT_SWEPT; n],
             found: vec![(0, 0); room + 1],
             by_observer: vec![0; room],
             at: vec![0; n + 1],
-            band: vec![0; max_entities as usize + 1],
-            viewers: PackedSquares::new(config, max_entities),
-            others: PackedSquares::new(config, max_entities),
+            band: vec![0; max_entities + 1],
+            others: viewers
+                .as_ref()
+                .and_then(|_| PackedSquares::new(config, config.max_entities)),
+            viewers,
             active: false,
         }
     }
@@ -112,6 +124,11 @@ impl Sweep {
         self.active = true;
     }
 
+    /// Whether the config lets the sweep run at all.
+    pub(crate) fn possible(&self) -> bool {
+        self.viewers.is_some()
+    }
+
     /// Forgets the tick's changes: views are rebuilt unless swept again.
     pub(crate) fn end_tick(&mut self) {
         self.active = false;
@@ -124,6 +141,9 @@ impl World {
     /// axis. Returns whether the sweep holds them; if not, no view was
     /// touched.
     pub(super) fn sweep_pairs(&mut self, step: i64, t: u64) -> bool {
+        if !self.sweep.possible() {
+            return false;
+        }
         let (swept, r_min, r_max) = self.choose_viewers(t);
         // The sweep's passes over every slot and record pay off only when
         // most entities have views it keeps (not where NPCs abound).
