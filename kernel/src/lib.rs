@@ -152,8 +152,9 @@
 //! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
 //! halves of 4-byte entries), then each observer's margin (432 bytes,
 //! where views can be culled at all), the per-entity records, the room for
-//! pairs, the sweep's changes and the copies (about 1.8 KB per entity in
-//! all where every entity is an observer): `step` never allocates.
+//! pairs, the copies and, in radius mode without hysteresis, the sweep's
+//! changes (about 1.5 KB per entity in all where every entity is an
+//! observer, 1.9 KB with the sweep): `step` never allocates.
 //!
 //! # Digest
 //!
