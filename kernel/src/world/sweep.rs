@@ -205,6 +205,8 @@ impl World {
         if k >= room {
             return false;
         }
+        // The pairs stay in this function: split out into one of their own
+        // they measured 3.5% slower at uniform-10k radius.
         for row in 0..rows {
             let (top, bottom) = (
                 row.saturating_sub(span),
