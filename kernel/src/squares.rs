@@ -264,11 +264,7 @@ impl PackedSquares {
                     let mut record = Packed::of(slot as u32, m);
                     if let Some(steps) = &steps {
                         let (px, py) = steps.before.get(slot).copied().unwrap_or_default();
-                        let step = |now: i64, was: i64| {
-                            i32::try_from(now.wrapping_sub(was))
-                                .ok()
-                                .filter(|d| i64::from(d.unsigned_abs()) <= steps.within)
-                        };
+                        let step = |now: i64, was: i64| step_within(now, was, steps.within);
                         match (step(record.x, px), step(record.y, py)) {
                             (Some(dx), Some(dy)) if b != steps.tick => {
                                 (record.dx, record.dy) = (dx, dy);
@@ -297,6 +293,14 @@ pub(crate) struct Steps<'a> {
     pub(crate) within: i64,
     /// This tick: an entity born in it has no step.
     pub(crate) tick: u64,
+}
+
+/// The step from `was` to `now` on one axis, if it is at most `within`
+/// either way (and so fits 32 bits, `within` being below `2^31`).
+pub(crate) fn step_within(now: i64, was: i64, within: i64) -> Option<i32> {
+    i32::try_from(now.wrapping_sub(was))
+        .ok()
+        .filter(|d| i64::from(d.unsigned_abs()) <= within)
 }
 
 /// The step of a record that spawned this tick or stepped farther than

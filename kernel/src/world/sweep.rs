@@ -37,7 +37,7 @@ use crate::digest::ObserverPairs;
 use crate::event::EventSink;
 use crate::fixed_point::Fix;
 use crate::scan::{dist2_raw, Packed};
-use crate::squares::{PackedSquares, JUMPED};
+use crate::squares::{step_within, PackedSquares, Steps, JUMPED};
 
 /// A slot whose observer's view the sweep does not keep this tick: an
 /// enter distance no pair fails, so that none of its pairs changes.
@@ -49,6 +49,10 @@ const ENTERED: u32 = 1 << 31;
 /// Changes found per entity before a sweep gives up (the views are then
 /// rebuilt): the uniform walk makes about five per observer, and one in
 /// twenty jumping anywhere about twelve.
+///
+/// The sweep groups its changes itself rather than through the tick's
+/// `SubjectPairs`: it records them without a branch, and handing them
+/// over one push at a time measured 4% slower at uniform-10k radius.
 const CHANGES_PER_ENTITY: usize = 16;
 
 /// The sweep's buffers, sized at construction.
@@ -136,6 +140,36 @@ impl Sweep {
 }
 
 impl World {
+    /// Sorts every entity into the squares for tick `t`, recording steps
+    /// and sweeping where the tick allows it: every view rebuilt
+    /// (`mark_all`) or swept, no slot taken over, and few enough spawns,
+    /// despawns and jumps.
+    pub(super) fn sort_and_sweep(&mut self, mark_all: bool, t: u64) {
+        // Sweeping needs every view to be a function of last tick's
+        // positions, and pairs to name subjects by slot.
+        let steady = mark_all
+            && self.sweep.possible()
+            && self.observers * 2 >= self.count
+            && !self.gone.iter().any(|g| self.taken_over(g));
+        let Some(squares) = self.squares.as_mut() else {
+            return;
+        };
+        let steps = steady.then_some(Steps {
+            before: &self.before,
+            within: squares.side(),
+            tick: t,
+        });
+        let (largest, jumped) = squares.sort_entities(&self.grid, &self.born, steps);
+        // Each jump, spawn and despawn costs a look around it: at 2% of
+        // the entities the sweep is 14% ahead, at 5% (jumps) 6% behind.
+        let special = u64::from(jumped) + self.gone.len() as u64;
+        if steady && special * 32 <= u64::from(self.count) {
+            // The sweep walks the live observers by id.
+            self.sort_observers();
+            self.sweep_pairs(largest, t);
+        }
+    }
+
     /// Finds every sweepable observer's changes for tick `t` (see the
     /// module docs); `step` is the tick's largest recorded step on either
     /// axis. Returns whether the sweep holds them; if not, no view was
@@ -270,7 +304,8 @@ impl World {
         enter2.fill(NOT_SWEPT);
         let (mut swept, mut r_min, mut r_max) = (0u32, i64::MAX, 0i64);
         let side = self.squares.as_ref().map_or(0, |s| s.side());
-        let stepped = |now: Fix, was: i64| now.to_bits().abs_diff(was) <= side.unsigned_abs();
+        // As the copy decides who jumped: a jumped observer is rebuilt.
+        let stepped = |now: Fix, was: i64| step_within(now.to_bits(), was, side).is_some();
         for &(_, o) in &self.by_id {
             let e = &self.entities[o as usize];
             // No hysteresis, no crowd culled, every subject of interest,
