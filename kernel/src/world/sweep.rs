@@ -488,7 +488,11 @@ fn square(a: i64, b: i64) -> u64 {
 
 /// Writes `old` without `gone` and with `entered` into `out`, all in key
 /// order (`gone` a subset of `old`, `entered` disjoint from it); returns
-/// the length written.
+/// the length written (at most `out.len()`).
+///
+/// A view changes by a few subjects a tick and holds dozens: each entry is
+/// compared with the next change's key only (one branch, nearly always
+/// taken) and copied while below it.
 #[inline(always)]
 fn merge(
     old: &[u32],
@@ -497,33 +501,41 @@ fn merge(
     out: &mut [u32],
     key: impl Fn(u32) -> u64,
 ) -> usize {
-    let (mut w, mut g, mut e) = (0, 0, 0);
-    let mut put = |s: u32, w: &mut usize| {
-        if let Some(at) = out.get_mut(*w) {
+    let mut w = 0;
+    let mut put = |s: u32| {
+        if let Some(at) = out.get_mut(w) {
             *at = s;
-            *w += 1;
+            w += 1;
         }
     };
-    // The next entered subject's key; none left compares as the greatest.
-    let next = |e: usize| entered.get(e).map_or(u64::MAX, |&n| key(n));
-    let mut next_in = next(0);
+    // The key of the next change of each kind; none left is the greatest.
+    let key_of = |s: Option<&u32>| s.map_or(u64::MAX, |&s| key(s));
+    let (mut g, mut e) = (0, 0);
+    let (mut next_gone, mut next_in) = (key_of(gone.first()), key_of(entered.first()));
+    let mut next = next_gone.min(next_in);
     for &s in old {
-        if gone.get(g) == Some(&s) {
-            g += 1;
+        let k = key(s);
+        if k < next {
+            put(s);
             continue;
         }
-        let k = key(s);
         while next_in < k {
             if let Some(&n) = entered.get(e) {
-                put(n, &mut w);
+                put(n);
             }
             e += 1;
-            next_in = next(e);
+            next_in = key_of(entered.get(e));
         }
-        put(s, &mut w);
+        if next_gone == k {
+            g += 1;
+            next_gone = key_of(gone.get(g));
+        } else {
+            put(s);
+        }
+        next = next_gone.min(next_in);
     }
     for &n in entered.get(e..).unwrap_or(&[]) {
-        put(n, &mut w);
+        put(n);
     }
     debug_assert_eq!(g, gone.len(), "a Leave not in the view");
     w
