@@ -10,10 +10,11 @@
 //!
 //! The sweep meets every pair of nearby entities with such a view in it
 //! once, and tests it at both positions for both of its directions at
-//! once. A pair's distance moves by at most both steps (`2√2` times the
-//! tick's largest step on either axis), so only pairs whose distance now
-//! lies within `r ± 3` steps can have crossed: a first loop finds those
-//! with one distance per pair, and only they are tested twice. Each view
+//! once. A pair's distance moves by at most the lengths of both steps:
+//! the viewer's own, and at most `√2` times the tick's largest step on
+//! either axis for the other end. Only pairs whose distance now lies
+//! within that of `r` can have crossed: a first loop finds those with one
+//! distance per pair, and only they are tested twice. Each view
 //! is then edited by its few changes instead of rebuilt, with no per-slot
 //! mark set or read.
 //!
@@ -188,14 +189,16 @@ impl World {
             return false;
         };
         let sweep = &mut self.sweep;
-        let slack = step.saturating_mul(3);
+        // A pair's distance moves by at most the lengths of both steps:
+        // a viewer's own (see `stride`) and at most `√2` times the
+        // tick's largest on an axis for the other end.
+        let other = step.saturating_mul(1415) / 1000 + 1;
+        let slack = (step + step / 2 + 1).saturating_add(other);
         let reach = r_max.saturating_add(slack);
         // Offsets, now and before, stay below 2^31 raw: 64-bit squares.
         if reach.saturating_add(slack).saturating_add(squares.side()) >= 1 << 31 {
             return false;
         }
-        let lo = u64::try_from(r_min.saturating_sub(slack)).map_or(0, |d| d.saturating_mul(d));
-        let hi = (reach as u64) * (reach as u64);
         let span = u32::try_from((reach + squares.side() - 1) / squares.side()).unwrap_or(u32::MAX);
         let enter2 = &sweep.enter2;
         // Where every entity's view is kept, the copy is the viewers'.
@@ -256,6 +259,7 @@ impl World {
                     }
                     let a = viewed[i];
                     let ra = enter2[a.slot as usize];
+                    let (lo, hi) = band_of(r_min, r_max, stride(&a) + other);
                     let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
                     // Other viewers: each pair once, for both directions,
                     // later in the same row or in the rows below.
@@ -414,6 +418,23 @@ fn band(
         n += usize::from(d.wrapping_sub(lo) <= hi - lo);
     }
     n
+}
+
+/// The squared distances a pair's distance must now lie within to have
+/// crossed a radius in `r_min..=r_max` with a move of at most `moved`.
+#[inline(always)]
+fn band_of(r_min: i64, r_max: i64, moved: i64) -> (u64, u64) {
+    let (near, far) = ((r_min - moved).max(0) as u64, (r_max + moved) as u64);
+    (near * near, far * far)
+}
+
+/// At least the length of a record's step: `max + min / 2` of its steps
+/// on the axes (within `√(x² + y²)` for `y ≤ x`, since `¾y² ≤ xy`),
+/// rounded up.
+#[inline(always)]
+fn stride(a: &Packed) -> i64 {
+    let (x, y) = (a.dx.unsigned_abs(), a.dy.unsigned_abs());
+    i64::from(x.max(y)) + i64::from(x.min(y) / 2) + 1
 }
 
 /// Records the changes that a subject which jumped, spawned or despawned
