@@ -189,11 +189,11 @@ impl World {
             return false;
         };
         let sweep = &mut self.sweep;
-        // A pair's distance moves by at most the lengths of both steps:
-        // a viewer's own (see `stride`) and at most `√2` times the
-        // tick's largest on an axis for the other end.
-        let other = step.saturating_mul(1415) / 1000 + 1;
-        let slack = (step + step / 2 + 1).saturating_add(other);
+        // The band (see the module docs): a viewer's own step, and at
+        // most `√2` times the tick's largest for the other end.
+        let other_step = step.saturating_mul(1415) / 1000 + 1;
+        let largest = u32::try_from(step).unwrap_or(u32::MAX);
+        let slack = stride(largest, largest).saturating_add(other_step);
         let reach = r_max.saturating_add(slack);
         // Offsets, now and before, stay below 2^31 raw: 64-bit squares.
         if reach.saturating_add(slack).saturating_add(squares.side()) >= 1 << 31 {
@@ -259,7 +259,11 @@ impl World {
                     }
                     let a = viewed[i];
                     let ra = enter2[a.slot as usize];
-                    let (lo, hi) = band_of(r_min, r_max, stride(&a) + other);
+                    let (lo, hi) = band_of(
+                        r_min,
+                        r_max,
+                        stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + other_step,
+                    );
                     let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
                     // Other viewers: each pair once, for both directions,
                     // later in the same row or in the rows below.
@@ -428,12 +432,10 @@ fn band_of(r_min: i64, r_max: i64, moved: i64) -> (u64, u64) {
     (near * near, far * far)
 }
 
-/// At least the length of a record's step: `max + min / 2` of its steps
-/// on the axes (within `√(x² + y²)` for `y ≤ x`, since `¾y² ≤ xy`),
-/// rounded up.
+/// At least the length of a step of `x` and `y` on the axes: `max + min
+/// / 2` (within `√(x² + y²)` for `y ≤ x`, since `¾y² ≤ xy`), rounded up.
 #[inline(always)]
-fn stride(a: &Packed) -> i64 {
-    let (x, y) = (a.dx.unsigned_abs(), a.dy.unsigned_abs());
+fn stride(x: u32, y: u32) -> i64 {
     i64::from(x.max(y)) + i64::from(x.min(y) / 2) + 1
 }
 
