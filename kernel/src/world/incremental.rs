@@ -17,7 +17,7 @@
 //! anywhere in range can swap who is kept) is rebuilt instead, unless its
 //! view keeps a margin around its cut-off (see `culled.rs`).
 
-use super::{send_enter, send_leave, Entity, World};
+use super::{send_enter, send_leave, Entity, Sight, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::digest::ObserverPairs;
@@ -69,15 +69,15 @@ impl Watcher {
         (self.x, self.y)
     }
 
-    pub(super) fn of(e: &Entity) -> Watcher {
+    pub(super) fn of(e: &Entity, sight: &Sight) -> Watcher {
         Watcher {
             x: e.cur.pos.x.to_bits(),
             y: e.cur.pos.y.to_bits(),
-            enter2: e.enter2,
-            stay2_or_span: e.stay2,
-            interest: e.interest,
+            enter2: sight.enter2,
+            stay2_or_span: sight.stay2,
+            interest: sight.interest,
             cell: e.cell,
-            ring: e.ring,
+            ring: sight.ring,
             // A non-observer's `NO_VIEW` loses its top bit: it is never
             // paired, and must not read as a view with a margin.
             view_and_flag: e.view & !MARGIN,

@@ -56,6 +56,7 @@ impl World {
         self.slot_numbering.plan_by_key(live, |s| ids.id(s));
         let r = &mut self.slot_numbering;
         r.permute(&mut self.entities);
+        r.permute(&mut self.sights);
         r.permute(&mut self.watchers);
         r.permute(&mut self.born);
         r.permute(&mut self.prev_cells);

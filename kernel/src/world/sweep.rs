@@ -315,7 +315,7 @@ impl World {
         // As the copy decides who jumped: a jumped observer is rebuilt.
         let stepped = |now: Fix, was: i64| step_within(now.to_bits(), was, side).is_some();
         for &(_, o) in &self.by_id {
-            let e = &self.entities[o as usize];
+            let (e, sight) = (&self.entities[o as usize], &self.sights[o as usize]);
             // No hysteresis, no crowd culled, every subject of interest,
             // candidates near enough for 64-bit squares, and a step.
             let (was_x, was_y) = self.before[o as usize];
@@ -323,14 +323,14 @@ impl World {
                 && self.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
                 && stepped(e.cur.pos.y, was_y)
-                && e.near
-                && e.enter2 == e.stay2
-                && e.interest & self.common_layers != 0
+                && sight.near
+                && sight.enter2 == sight.stay2
+                && sight.interest & self.common_layers != 0
                 && self.views.slots(e.view).len() < max_view;
-            if let (true, Ok(e2)) = (keeps, u64::try_from(e.enter2)) {
+            if let (true, Ok(e2)) = (keeps, u64::try_from(sight.enter2)) {
                 enter2[o as usize] = e2;
-                r_min = r_min.min(e.radius.to_bits());
-                r_max = r_max.max(e.radius.to_bits());
+                r_min = r_min.min(sight.radius.to_bits());
+                r_max = r_max.max(sight.radius.to_bits());
                 swept += 1;
             }
         }
