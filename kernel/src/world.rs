@@ -91,9 +91,10 @@ const NO_VIEW: u32 = u32::MAX;
 pub(crate) const UNBORN: u64 = u64::MAX;
 
 /// What every tick reads and writes of an entity that moves: 144 bytes.
-/// What only its views' rebuilds read is its [`Sight`], kept apart, since
-/// each moving entity's record streams through the cache several times a
-/// tick: 64 bytes more on each measured 12% slower at npc-10k radius.
+/// What is read only when its view is rebuilt, its pairing record renewed
+/// or its digest head rehashed is its [`Sight`], kept apart, since each
+/// moving entity's record streams through the cache several times a tick:
+/// 64 bytes more on each measured 12% slower at npc-10k radius.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entity {
     pub(crate) id: EntityId,
