@@ -130,6 +130,15 @@ pub(crate) struct Sight {
     pub(crate) near: bool,
 }
 
+impl Sight {
+    /// Whether a radius-mode view is exactly every subject within `r`:
+    /// no hysteresis band, candidates near enough for 64-bit squares, and
+    /// every layer in the world (`common_layers`) of interest.
+    pub(crate) fn plain_disc(&self, common_layers: u32) -> bool {
+        self.near && self.enter2 == self.stay2 && self.interest & common_layers != 0
+    }
+}
+
 impl Entity {
     const VACANT: Entity = Entity {
         id: 0,
@@ -583,8 +592,13 @@ impl World {
 
     /// Every live entity, in no particular order.
     pub fn entities(&self) -> impl Iterator<Item = EntityState> + '_ {
+        self.live().map(|(e, sight)| e.state(sight))
+    }
+
+    /// Every live entity's record with its sight, by slot.
+    fn live(&self) -> impl Iterator<Item = (&Entity, &Sight)> + '_ {
         let all = self.entities.iter().zip(&self.sights);
-        all.filter(|(e, _)| e.alive).map(|(e, s)| e.state(s))
+        all.filter(|(e, _)| e.alive)
     }
 
     /// The subjects an observer sees after the last tick, ascending by id;
@@ -1278,11 +1292,10 @@ impl World {
             near: sight.near,
             // Only the loops for grid mode and for radius mode without
             // hysteresis (the common cases) leave the two tests out.
-            everyone: sight.interest & self.common_layers != 0
-                && match self.config.visibility {
-                    Visibility::Grid => true,
-                    Visibility::Radius => sight.near && sight.enter2 == sight.stay2,
-                },
+            everyone: match self.config.visibility {
+                Visibility::Grid => sight.interest & self.common_layers != 0,
+                Visibility::Radius => sight.plain_disc(self.common_layers),
+            },
         };
 
         // "Was visible": old entries still naming the same incarnation. A
@@ -1609,8 +1622,7 @@ impl World {
     pub(crate) fn live_entities(
         &self,
     ) -> impl Iterator<Item = (EntityState, Option<Sent>, Vec<EntityId>)> + '_ {
-        let all = self.entities.iter().zip(&self.sights);
-        all.filter(|(e, _)| e.alive).map(|(e, sight)| {
+        self.live().map(|(e, sight)| {
             let view = if e.is_observer() {
                 let ids = self.views.slots(e.view).iter();
                 ids.map(|&s| self.ids.id(s)).collect()

@@ -323,9 +323,7 @@ impl World {
                 && self.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
                 && stepped(e.cur.pos.y, was_y)
-                && sight.near
-                && sight.enter2 == sight.stay2
-                && sight.interest & self.common_layers != 0
+                && sight.plain_disc(self.common_layers)
                 && self.views.slots(e.view).len() < max_view;
             if let (true, Ok(e2)) = (keeps, u64::try_from(sight.enter2)) {
                 enter2[o as usize] = e2;
