@@ -102,22 +102,28 @@ impl RunSummary {
 }
 
 impl fmt::Display for RunSummary {
-    /// A short table for people, not for parsing.
+    /// A short table for people, not for parsing: labels in one column
+    /// wide enough for the longest (`    unknown_entity`), figures
+    /// right-aligned in a column as wide as the digest.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "ticks            {:>10}", self.ticks)?;
-        writeln!(f, "events           {:>10}", self.events())?;
-        writeln!(f, "  enter          {:>10}", self.enters)?;
-        writeln!(f, "  leave          {:>10}", self.leaves)?;
-        writeln!(f, "  update         {:>10}", self.updates)?;
-        writeln!(f, "  rejected       {:>10}", self.rejected())?;
+        const LABEL: usize = 19;
+        let mut row = |label: &str, value: &dyn fmt::Display| {
+            writeln!(f, "{label:<LABEL$}{:>16}", value.to_string())
+        };
+        row("ticks", &self.ticks)?;
+        row("events", &self.events())?;
+        row("  enter", &self.enters)?;
+        row("  leave", &self.leaves)?;
+        row("  update", &self.updates)?;
+        row("  rejected", &self.rejected())?;
         for (reason, n) in RejectReason::ALL.iter().zip(self.rejections) {
             if n > 0 {
-                writeln!(f, "    {:<14}{n:>10}", reason.as_str())?;
+                row(&format!("    {}", reason.as_str()), &n)?;
             }
         }
-        writeln!(f, "final digest     {:016x}", self.final_digest)?;
-        writeln!(f, "step time median {:>10}", Micros(self.median_step()))?;
-        writeln!(f, "step time max    {:>10}", Micros(self.max_step()))
+        row("step time median", &Micros(self.median_step()))?;
+        row("step time max", &Micros(self.max_step()))?;
+        row("final digest", &format_args!("{:016x}", self.final_digest))
     }
 }
 

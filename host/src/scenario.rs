@@ -12,7 +12,7 @@
 //!
 //! The first entry of `ticks` is tick 1. Every key is optional except
 //! `ticks`, the `id` of each command and the `pos` of spawns and moves;
-//! defaults are those of the product brief (a spawn's `radius` defaults to
+//! defaults are those of the scenario format (a spawn's `radius` defaults to
 //! the config's `cell_size`; `max_observers` to `max_entities`). Unknown keys
 //! are errors. Numbers are converted from their decimal text, never through
 //! floating point: exactly when representable, otherwise rounded to the
@@ -27,6 +27,13 @@ use lockgrid_kernel::{Command, Config, ConfigError};
 
 pub(crate) use write::write_command;
 pub use write::write_json;
+
+/// Largest scenario text the `lockgrid` tool reads, in bytes (256 MiB).
+///
+/// A parsed scenario takes about as much memory as its text, so the limit
+/// bounds what one command may allocate; a longer run is better journaled
+/// (`lockgrid run --journal`) or split.
+pub const MAX_SCENARIO_BYTES: u64 = 256 << 20;
 
 /// A parsed scenario: the world config and each tick's commands.
 #[derive(Clone, Debug, PartialEq, Eq)]

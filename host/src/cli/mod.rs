@@ -12,9 +12,19 @@ use std::process::ExitCode;
 use clap::{ArgGroup, Parser, Subcommand};
 use lockgrid_host::replay::{EventFilter, TickRange};
 
-/// lockgrid: a deterministic lockstep area-of-interest kernel and its tools.
+/// lockgrid: a deterministic lockstep area-of-interest (AOI) kernel for the
+/// spatial core of MMO game servers, and its tools. Feed it one tick of
+/// commands (spawn, move, despawn); it tells every player what entered its
+/// view, what left it and what moved, in one stable order, with a 64-bit
+/// digest of the whole state. Identical inputs give identical outputs.
 #[derive(Parser)]
-#[command(name = "lockgrid", version, about)]
+#[command(
+    name = "lockgrid",
+    version,
+    about = "lockgrid: a deterministic lockstep area-of-interest kernel for MMO game servers, and its tools.",
+    after_help = "Start a server with `lockgrid serve`, load it with `lockgrid bots`, then look at what happened \
+with `lockgrid replay DIR --verify`, `lockgrid render DIR --tick T` or `lockgrid view DIR`."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Commands,
@@ -23,12 +33,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Commands {
     /// Serve a world over UDP: fixed-timestep ticks, journal and snapshots in a data folder.
+    #[command(allow_negative_numbers = true)]
     Serve(serve::ServeArgs),
     /// Run protocol clients with random walks against a server and check their views.
+    #[command(allow_negative_numbers = true)]
     Bots(bots::BotsArgs),
     /// Run a scenario file and print its JSON Lines event stream.
+    #[command(allow_negative_numbers = true)]
     Run {
-        /// The scenario (JSON: {"config": {...}, "ticks": [{"commands": [...]}, ...]}).
+        /// The scenario (JSON: {"config": {...}, "ticks": [{"commands": [...]}, ...]}), `-` for standard input; at most 256 MiB.
         scenario: PathBuf,
         /// Print a short table (ticks, events, rejections, digest, step times) instead of events.
         #[arg(long)]
@@ -46,6 +59,7 @@ enum Commands {
         snapshot_every: u64,
     },
     /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
+    #[command(allow_negative_numbers = true)]
     #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
     Replay {
         /// The data folder (holding journal.lgj and snapshots/).

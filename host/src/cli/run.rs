@@ -1,21 +1,56 @@
-//! `lockgrid run SCENARIO [--summary]`.
+//! `lockgrid run SCENARIO [--summary] [--journal DIR]`.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
 use lockgrid_host::jsonl;
 use lockgrid_host::run::{run_scenario, run_with, summarize_scenario, RunError};
-use lockgrid_host::scenario::Scenario;
+use lockgrid_host::scenario::{Scenario, MAX_SCENARIO_BYTES};
 use lockgrid_host::store::{Recorder, StoreOptions};
 
 use super::{output_error, Failure};
 
-/// Reads and parses a scenario file; errors name the file and the location.
+/// Reads and parses a scenario file (`-`: standard input); errors name the
+/// file and the location.
 pub(crate) fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::new(format_args!("cannot read {}: {e}", path.display())))?;
-    Scenario::from_json_str(&text)
-        .map_err(|e| Failure::new(format_args!("{}: {e}", path.display())))
+    let stdin = path.as_os_str() == "-";
+    let shown = if stdin {
+        "standard input".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    let cannot = |e: io::Error| Failure::new(format_args!("cannot read {shown}: {e}"));
+    let too_large = || {
+        Failure::new(format_args!(
+            "{shown}: a scenario may hold at most {MAX_SCENARIO_BYTES} bytes (256 MiB)"
+        ))
+    };
+    let mut bytes = Vec::new();
+    if !stdin && std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_SCENARIO_BYTES) {
+        // Refused before reading anything; the read below still stops at the
+        // limit for files that grow or lie about their size.
+        return Err(too_large());
+    }
+    if stdin {
+        io::stdin()
+            .lock()
+            .take(MAX_SCENARIO_BYTES + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_SCENARIO_BYTES + 1).read_to_end(&mut bytes))
+    }
+    .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Failure::new(format_args!(
+            "{shown}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    Scenario::from_json_str(&text).map_err(|e| Failure::new(format_args!("{shown}: {e}")))
 }
 
 pub(crate) fn run(
@@ -72,6 +107,7 @@ pub(crate) fn run(
     match result {
         Ok(_) => Ok(()),
         Err(RunError::Io(e)) => output_error(e).map_or(Ok(()), Err),
+        Err(e) if path.as_os_str() == "-" => Err(Failure::new(format_args!("standard input: {e}"))),
         Err(e) => Err(Failure::new(format_args!("{}: {e}", path.display()))),
     }
 }

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use clap::Args;
 use lockgrid_host::decimal::parse_fix;
-use lockgrid_host::scenario::Scenario;
+use lockgrid_host::scenario::{Scenario, ScenarioError};
 use lockgrid_host::serve::{serve_with, ServeOptions};
-use lockgrid_kernel::Config;
+use lockgrid_kernel::{Config, Fix};
 use serde::Deserialize;
+use toml::de::DeValue;
 
 use super::Failure;
 
@@ -57,11 +58,20 @@ pub(crate) struct ServeArgs {
     config: Option<PathBuf>,
 }
 
+/// Largest `--config` file read, in bytes: a real config is a few hundred
+/// bytes, and the limit keeps a wrong path (a journal, a device) from
+/// being read whole into memory.
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The shape of a config file, for its checks of keys and types. Numbers of
+/// `[world]` and `[server] max_speed` are read again from their source text
+/// by [`ConfigFile::read`], so they never pass through `f64`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct FileDe {
     #[serde(default)]
     server: ServerDe,
+    #[allow(dead_code)] // read from the source text instead, see `world_config`
     world: Option<toml::Table>,
 }
 
@@ -74,55 +84,192 @@ struct ServerDe {
     max_clients: Option<usize>,
     npcs: Option<u32>,
     seed: Option<u64>,
+    #[allow(dead_code)] // read from the source text instead, see `speed_text`
     max_speed: Option<toml::Value>,
     snapshot_every: Option<u64>,
     client_timeout: Option<f64>,
 }
 
-/// Reads the `[world]` table with the scenario parser, so the keys, defaults
-/// and exact decimals are the scenario format's.
-fn world_config(table: toml::Table, path: &Path) -> Result<Config, Failure> {
-    let json = serde_json::json!({ "config": table, "ticks": [] });
-    Scenario::from_json_str(&json.to_string())
-        .map(|s| s.config)
-        .map_err(|e| Failure::new(format_args!("{} [world]: {e}", path.display())))
+/// A config file, read: its `[server]` values, its world (when it has a
+/// `[world]` table) and its `[server] max_speed` as exact decimal text.
+struct ConfigFile {
+    server: ServerDe,
+    world: Option<Config>,
+    max_speed: Option<String>,
 }
 
-fn speed_text(v: &toml::Value) -> Option<String> {
-    match v {
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::Float(f) => Some(f.to_string()),
-        toml::Value::String(s) => Some(s.clone()),
-        _ => None,
+impl ConfigFile {
+    fn read(path: &Path) -> Result<ConfigFile, Failure> {
+        let text = read_config_text(path)?;
+        let fail =
+            |e: &dyn std::fmt::Display| Failure::new(format_args!("{}: {e}", path.display()));
+        let file: FileDe = toml::from_str(&text).map_err(|e| fail(&e))?;
+        // The same text parsed again, keeping every value's source text.
+        let doc = toml::de::DeTable::parse(&text).map_err(|e| fail(&e))?;
+        let doc = doc.get_ref();
+        let world = match doc.get("world") {
+            Some(world) => Some(world_config(world.get_ref(), path)?),
+            None => None,
+        };
+        let max_speed = match doc.get("server").and_then(|s| s.get_ref().get("max_speed")) {
+            Some(v) => Some(
+                speed_text(v.get_ref())
+                    .map_err(|e| fail(&format_args!("[server] max_speed: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(ConfigFile {
+            server: file.server,
+            world,
+            max_speed,
+        })
     }
+}
+
+/// Reads at most [`MAX_CONFIG_BYTES`] of a config file as UTF-8.
+fn read_config_text(path: &Path) -> Result<String, Failure> {
+    use std::io::Read;
+    let cannot =
+        |e: std::io::Error| Failure::new(format_args!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let too_large = || {
+        Failure::new(format_args!(
+            "{}: a config file may hold at most {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        ))
+    };
+    if file.metadata().is_ok_and(|m| m.len() > MAX_CONFIG_BYTES) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| Failure::new(format_args!("{}: not UTF-8 text", path.display())))
+}
+
+/// Reads the `[world]` table with the scenario parser, so the keys, defaults
+/// and exact decimals are the scenario format's. Each number goes to the
+/// scenario parser as its own TOML source text (underscores and a leading
+/// `+` dropped, other bases written out in decimal), never through `f64`.
+fn world_config(world: &DeValue<'_>, path: &Path) -> Result<Config, Failure> {
+    let fail =
+        |e: &dyn std::fmt::Display| Failure::new(format_args!("{} [world]: {e}", path.display()));
+    if !world.is_table() {
+        return Err(fail(&format_args!(
+            "expected a table, found {}",
+            world.type_str()
+        )));
+    }
+    let config = json_of(world, "").map_err(|e| fail(&e))?;
+    let json = serde_json::json!({ "config": config, "ticks": [] });
+    Scenario::from_json_str(&json.to_string())
+        .map(|s| s.config)
+        .map_err(|e| match e {
+            ScenarioError::Json {
+                path: key, message, ..
+            } => {
+                let key = key.strip_prefix("config.").unwrap_or(&key);
+                fail(&format_args!("{key}: {message}"))
+            }
+            e => fail(&e),
+        })
+}
+
+/// A TOML value as JSON, numbers kept as their exact decimal text. `key`
+/// names the value in errors (empty for the `[world]` table itself).
+fn json_of(value: &DeValue<'_>, key: &str) -> Result<serde_json::Value, String> {
+    use serde_json::Value as Json;
+    Ok(match value {
+        DeValue::Integer(_) | DeValue::Float(_) => {
+            let text = number_text(value).map_err(|e| format!("{key}: {e}"))?;
+            // With `arbitrary_precision`, a Number keeps its text as written.
+            Json::Number(
+                serde_json::from_str(&text)
+                    .map_err(|_| format!("{key}: {text} is not a decimal number"))?,
+            )
+        }
+        DeValue::String(s) => Json::String(s.to_string()),
+        DeValue::Boolean(b) => Json::Bool(*b),
+        DeValue::Datetime(d) => {
+            return Err(format!("{key}: expected a number, found the date {d}"))
+        }
+        DeValue::Array(items) => Json::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| json_of(v.get_ref(), &format!("{key}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        DeValue::Table(table) => Json::Object(
+            table
+                .iter()
+                .map(|(k, v)| {
+                    let name = if key.is_empty() {
+                        k.get_ref().to_string()
+                    } else {
+                        format!("{key}.{}", k.get_ref())
+                    };
+                    Ok((k.get_ref().to_string(), json_of(v.get_ref(), &name)?))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// The exact decimal text of a TOML number; NaN and infinities are errors.
+fn number_text(value: &DeValue<'_>) -> Result<String, String> {
+    match value {
+        DeValue::Integer(i) if i.radix() == 10 => Ok(i.as_str().trim_start_matches('+').to_owned()),
+        DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix())
+            .map(|v| v.to_string())
+            .map_err(|_| format!("{} is out of range", i.as_str())),
+        DeValue::Float(f) => {
+            let text = f.as_str().trim_start_matches('+');
+            if text.contains("inf") || text.contains("nan") {
+                Err(format!("{text} is not a finite number"))
+            } else {
+                Ok(text.to_owned())
+            }
+        }
+        other => Err(format!("expected a number, found {}", other.type_str())),
+    }
+}
+
+/// `[server] max_speed` as exact decimal text; only a number is accepted.
+fn speed_text(v: &DeValue<'_>) -> Result<String, String> {
+    number_text(v)
 }
 
 fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
     let mut opts = ServeOptions::default();
     let file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Failure::new(format_args!("cannot read {}: {e}", path.display())))?;
-            let file: FileDe = toml::from_str(&text)
-                .map_err(|e| Failure::new(format_args!("{}: {e}", path.display())))?;
-            if let Some(world) = file.world.clone() {
-                opts.world = world_config(world, path)?;
-            }
-            file.server
-        }
-        None => FileDe::default().server,
+        Some(path) => ConfigFile::read(path)?,
+        None => ConfigFile {
+            server: ServerDe::default(),
+            world: None,
+            max_speed: None,
+        },
     };
+    if let Some(world) = file.world {
+        opts.world = world;
+    }
     let speed = match (&args.max_speed, &file.max_speed) {
-        (Some(s), _) => Some(s.clone()),
-        (None, Some(v)) => {
-            Some(speed_text(v).ok_or_else(|| Failure::new("[server] max_speed must be a number"))?)
-        }
+        (Some(s), _) => Some(("--max-speed", s.as_str())),
+        (None, Some(s)) => Some(("[server] max_speed", s.as_str())),
         (None, None) => None,
     };
-    if let Some(s) = speed {
-        opts.max_speed =
-            parse_fix(&s).map_err(|e| Failure::new(format_args!("--max-speed {s}: {e}")))?;
+    if let Some((name, s)) = speed {
+        opts.max_speed = parse_fix(s).map_err(|e| Failure::new(format_args!("{name} {s}: {e}")))?;
+        if opts.max_speed <= Fix::ZERO {
+            return Err(Failure::new(format_args!("{name} {s}: must be positive")));
+        }
     }
+    let file = file.server;
     if let Some(v) = args.addr.or(file.addr) {
         opts.addr = v;
     }

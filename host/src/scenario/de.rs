@@ -12,6 +12,7 @@ use super::{Scenario, ScenarioError};
 use crate::decimal::{self, DecimalError};
 
 pub(super) fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    refuse_top_level_array(text)?;
     let mut json = serde_json::Deserializer::from_str(text);
     let doc: DocDe = serde_path_to_error::deserialize(&mut json).map_err(|e| {
         let path = e.path().to_string();
@@ -20,6 +21,27 @@ pub(super) fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     // Trailing characters after the document are an error too.
     json.end().map_err(|e| json_error("", e))?;
     Ok(doc.into_scenario())
+}
+
+/// serde reads a struct from an array too, which would make `[]` fail with
+/// "invalid length"; a scenario is an object, and the error says so.
+fn refuse_top_level_array(text: &str) -> Result<(), ScenarioError> {
+    let Some(at) = text.find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) else {
+        return Ok(());
+    };
+    if !text[at..].starts_with('[') {
+        return Ok(());
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+    Err(ScenarioError::Json {
+        path: String::new(),
+        message: "expected a scenario object {\"config\": {...}, \"ticks\": [...]}, found an array"
+            .to_owned(),
+        line,
+        column,
+    })
 }
 
 fn json_error(path: &str, inner: serde_json::Error) -> ScenarioError {
@@ -56,7 +78,10 @@ fn one_line(text: &str) -> String {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a scenario object {\"config\": {...}, \"ticks\": [...]}"
+)]
 struct DocDe {
     #[serde(default)]
     config: ConfigDe,
@@ -64,7 +89,7 @@ struct DocDe {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a config object")]
 struct ConfigDe {
     origin: Option<PosDe>,
     cell_size: Option<FixDe>,
@@ -81,21 +106,24 @@ struct ConfigDe {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", expecting = "\"grid\" or \"radius\"")]
 enum VisibilityDe {
     Grid,
     Radius,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a tick object {\"commands\": [...]}")]
 struct TickDe {
     #[serde(default)]
     commands: Vec<CommandDe>,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(
+    rename_all = "lowercase",
+    expecting = "a command: {\"spawn\": {...}}, {\"move\": {...}} or {\"despawn\": {...}}"
+)]
 enum CommandDe {
     Spawn(SpawnDe),
     Move(MoveDe),
@@ -103,7 +131,10 @@ enum CommandDe {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a spawn object {\"id\": ..., \"pos\": [x, y], ...}"
+)]
 struct SpawnDe {
     id: Int<u64>,
     pos: PosDe,
@@ -116,7 +147,10 @@ struct SpawnDe {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a move object {\"id\": ..., \"pos\": [x, y], ...}"
+)]
 struct MoveDe {
     id: Int<u64>,
     pos: PosDe,
@@ -125,7 +159,7 @@ struct MoveDe {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a despawn object {\"id\": ...}")]
 struct DespawnDe {
     id: Int<u64>,
 }

@@ -204,7 +204,7 @@ fn deep_nesting_is_an_error_not_a_crash() {
         );
         assert!(err(&text).starts_with("x: unknown field"), "{depth}");
         let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
-        assert!(err(&text).contains("invalid type"));
+        assert!(err(&text).contains("expected a scenario object"));
         let text = format!(
             "{{\"ticks\": [{{\"commands\": [{{\"move\": {{\"id\": 1, \"pos\": [0, 0, {}{}]}}}}]}}]}}",
             "[".repeat(depth),
