@@ -8,6 +8,7 @@
 //! - [`jsonl`]: the JSON Lines event stream, byte for byte;
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
+//! - [`render`]: the picture of a tick as SVG or PNG (`lockgrid render`);
 //! - [`serve`]: the UDP server loop behind `lockgrid serve`;
 //! - [`bots`]: protocol clients that load a server and check their views.
 //!
@@ -30,6 +31,7 @@ pub mod bots;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
+pub mod render;
 pub mod replay;
 pub mod run;
 pub mod scenario;

@@ -1,6 +1,7 @@
 //! Command-line parsing and the shared error/exit handling of `lockgrid`.
 
 mod bots;
+mod render;
 mod replay;
 mod run;
 mod serve;
@@ -58,6 +59,9 @@ enum Commands {
         )]
         snapshot_every: u64,
     },
+    /// Draw the world at one tick as SVG or PNG: entities, one observer's view, the tick's changes.
+    #[command(allow_negative_numbers = true)]
+    Render(render::RenderArgs),
     /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
     #[command(allow_negative_numbers = true)]
     #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
@@ -127,6 +131,7 @@ pub(crate) fn main() -> ExitCode {
             journal,
             snapshot_every,
         } => run::run(&scenario, summary, journal.as_deref(), snapshot_every),
+        Commands::Render(args) => render::run(args),
         Commands::Replay {
             data_dir,
             verify,
