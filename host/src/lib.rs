@@ -9,6 +9,7 @@
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
 //! - [`render`]: the picture of a tick as SVG or PNG (`lockgrid render`);
+//! - [`view`]: a local web page to scrub through ticks (`lockgrid view`);
 //! - [`serve`]: the UDP server loop behind `lockgrid serve`;
 //! - [`bots`]: protocol clients that load a server and check their views.
 //!
@@ -37,3 +38,4 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod store;
+pub mod view;

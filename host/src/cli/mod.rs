@@ -5,6 +5,7 @@ mod render;
 mod replay;
 mod run;
 mod serve;
+mod view;
 
 use std::io;
 use std::path::PathBuf;
@@ -62,6 +63,9 @@ enum Commands {
     /// Draw the world at one tick as SVG or PNG: entities, one observer's view, the tick's changes.
     #[command(allow_negative_numbers = true)]
     Render(render::RenderArgs),
+    /// Serve a local web page to scrub through the ticks of a data folder or scenario.
+    #[command(allow_negative_numbers = true)]
+    View(view::ViewArgs),
     /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
     #[command(allow_negative_numbers = true)]
     #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
@@ -132,6 +136,7 @@ pub(crate) fn main() -> ExitCode {
             snapshot_every,
         } => run::run(&scenario, summary, journal.as_deref(), snapshot_every),
         Commands::Render(args) => render::run(args),
+        Commands::View(args) => view::run(args),
         Commands::Replay {
             data_dir,
             verify,
