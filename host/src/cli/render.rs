@@ -4,7 +4,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use lockgrid_host::render::{journal_scenario, svg_to_png, to_svg, RenderError, Timeline};
+use lockgrid_host::render::{
+    check_journal, journal_scenario, svg_to_png, to_svg, RenderError, Timeline,
+};
 use lockgrid_host::scenario::Scenario;
 
 use super::{output_error, Failure};
@@ -68,6 +70,10 @@ pub(crate) fn run(args: RenderArgs) -> Result<(), Failure> {
             tick: args.tick,
             last,
         }));
+    }
+    if args.input.is_dir() {
+        check_journal(&args.input, args.tick)
+            .map_err(|e| Failure::new(format_args!("{}: {e}", args.input.display())))?;
     }
     // Later ticks cannot change this one's picture.
     scenario.ticks.truncate(args.tick as usize);

@@ -1,12 +1,14 @@
 //! Pictures of a tick: the world after it, one observer's view, and what
 //! the tick changed — the engine of `lockgrid render` and `lockgrid view`.
 //!
-//! A [`Timeline`] runs a scenario once and keeps every tick's digest and a
-//! state every [`CHECKPOINT_EVERY`] ticks; [`Timeline::frame`] gives the
+//! A [`Timeline`] runs a scenario once and keeps every tick's digest and at
+//! most [`MAX_CHECKPOINTS`] states to restore from; [`Timeline::frame`] gives the
 //! [`Frame`] of any tick; [`to_svg`] draws it as deterministic SVG text
 //! and [`svg_to_png`] rasterises that. A data folder becomes a scenario
 //! through [`crate::replay::export_scenario`], the code `lockgrid replay`
-//! uses, so its ticks, and digests, are the journal's.
+//! uses, so its ticks, and digests, are the journal's; [`check_journal`]
+//! confirms a tick's digest against the journal with
+//! [`crate::replay::write_events`].
 //!
 //! ```
 //! use lockgrid_host::render::{to_svg, Timeline};
@@ -38,9 +40,9 @@ use lockgrid_kernel::{EntityId, RestoreError};
 pub use frame::{Frame, Rejection, Sight};
 pub use png::{svg_to_png, PngError};
 pub use svg::{to_svg, HEIGHT, WIDTH};
-pub use timeline::{TickSummary, Timeline, CHECKPOINT_EVERY};
+pub use timeline::{TickSummary, Timeline, CHECKPOINT_EVERY, MAX_CHECKPOINTS};
 
-use crate::replay::{export_scenario, TickRange};
+use crate::replay::{export_scenario, write_events, EventFilter, ReplayError, TickRange};
 use crate::scenario::Scenario;
 use crate::store::StoreError;
 
@@ -93,4 +95,19 @@ impl std::error::Error for RenderError {}
 /// `k` is journal tick `k`, so a re-run gives the journal's digests.
 pub fn journal_scenario(dir: &Path) -> Result<Scenario, StoreError> {
     export_scenario(dir, TickRange { from: 1, to: None })
+}
+
+/// Re-runs data folder `dir`'s journal through tick `tick` with
+/// [`crate::replay::write_events`], which checks every digest on the way
+/// against the journal: `Ok` means the ticks a picture shows are those the
+/// journal recorded.
+pub fn check_journal(dir: &Path, tick: u64) -> Result<(), ReplayError> {
+    if tick == 0 {
+        return Ok(());
+    }
+    let range = TickRange {
+        from: tick,
+        to: Some(tick),
+    };
+    write_events(dir, range, EventFilter::default(), &mut std::io::sink()).map(|_| ())
 }

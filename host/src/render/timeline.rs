@@ -1,15 +1,20 @@
 //! A run indexed once, so any tick can be looked at without re-running
 //! from the start: each tick's digest and event counts, and a state
-//! snapshot every [`CHECKPOINT_EVERY`] ticks to restore from.
+//! snapshot every so many ticks to restore from.
 
 use lockgrid_kernel::{Config, ConfigError, Event, Snapshot, World};
 
 use super::{Frame, RenderError};
 use crate::scenario::Scenario;
 
-/// Ticks between two kept states: reaching any tick re-runs at most this
-/// many ticks, and the snapshots cost a 256th of one state per tick.
+/// Fewest ticks between two kept states: reaching any tick of a short run
+/// re-runs at most this many ticks.
 pub const CHECKPOINT_EVERY: u64 = 256;
+
+/// Most states kept besides the empty world's: a longer run spaces them
+/// wider, so memory stays bounded by this many world states whatever the
+/// length of the journal, and a frame re-runs at most `ticks / 256` ticks.
+pub const MAX_CHECKPOINTS: u64 = 256;
 
 /// What one tick produced, as the timeline lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,8 +38,9 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Runs `scenario` to its end; `progress(done, total)` hears of every
-    /// 64th tick and of the last.
+    /// Runs `scenario` to its end, keeping a state every
+    /// `max(CHECKPOINT_EVERY, ticks / MAX_CHECKPOINTS)` ticks;
+    /// `progress(done, total)` hears of every 64th tick and of the last.
     pub fn index(
         scenario: Scenario,
         mut progress: impl FnMut(u64, u64),
@@ -42,6 +48,7 @@ impl Timeline {
         let mut world = World::new(scenario.config)?;
         let total = scenario.ticks.len() as u64;
         let mut ticks = Vec::with_capacity(scenario.ticks.len());
+        let every = CHECKPOINT_EVERY.max(total.div_ceil(MAX_CHECKPOINTS));
         let mut checkpoints = vec![(0, world.snapshot())];
         let mut events: Vec<Event> = Vec::new();
         for commands in &scenario.ticks {
@@ -57,7 +64,7 @@ impl Timeline {
                 view_events: report.events - rejected,
                 rejected,
             });
-            if report.tick % CHECKPOINT_EVERY == 0 {
+            if report.tick % every == 0 {
                 checkpoints.push((report.tick, world.snapshot()));
             }
             if report.tick % 64 == 0 || report.tick == total {
@@ -87,7 +94,7 @@ impl Timeline {
     }
 
     /// The world after `tick` (0: before the first), with that tick's
-    /// events; re-runs at most [`CHECKPOINT_EVERY`] ticks.
+    /// events, re-run from the nearest kept state before it.
     pub fn frame(&self, tick: u64) -> Result<Frame, RenderError> {
         if tick > self.last_tick() {
             return Err(RenderError::PastTheEnd {
