@@ -91,6 +91,21 @@ fn non_finite_config_numbers_are_errors_naming_the_key() {
 }
 
 #[test]
+fn a_non_finite_client_timeout_is_a_config_error_naming_the_key() {
+    for text in [
+        "[server]\nclient_timeout = nan\n",
+        "[server]\nclient_timeout = -1\n",
+    ] {
+        let message = served_world(text).expect_err(text);
+        assert!(
+            message.contains("lockgrid.toml: [server] client_timeout"),
+            "{message}"
+        );
+        assert!(!message.contains("--client-timeout"), "{message}");
+    }
+}
+
+#[test]
 fn a_word_for_max_speed_is_a_config_error_naming_the_key() {
     let message = served_world("[server]\nmax_speed = \"fast\"\n").expect_err("refused");
     assert!(message.contains("lockgrid.toml"), "{message}");

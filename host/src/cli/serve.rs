@@ -104,6 +104,14 @@ impl ConfigFile {
         let fail =
             |e: &dyn std::fmt::Display| Failure::new(format_args!("{}: {e}", path.display()));
         let file: FileDe = toml::from_str(&text).map_err(|e| fail(&e))?;
+        if let Some(s) = file.server.client_timeout {
+            // A duration: f64 is exact enough, but NaN and the like are not durations.
+            if !(s.is_finite() && s > 0.0) {
+                return Err(fail(&format_args!(
+                    "[server] client_timeout: {s} is not a positive number of seconds"
+                )));
+            }
+        }
         // The same text parsed again, keeping every value's source text.
         let doc = toml::de::DeTable::parse(&text).map_err(|e| fail(&e))?;
         let doc = doc.get_ref();
