@@ -79,9 +79,10 @@ pub(crate) fn run(args: RenderArgs) -> Result<(), Failure> {
     scenario.ticks.truncate(args.tick as usize);
     let timeline = Timeline::index(scenario, |_, _| {})
         .map_err(|e| Failure::new(format_args!("{}: config: {e}", args.input.display())))?;
-    let frame = timeline.frame(args.tick).map_err(Failure::new)?;
-    let sight = frame.sight(args.observer).map_err(Failure::new)?;
-    let svg = to_svg(timeline.config(), &frame, sight.as_ref());
+    let frame = timeline
+        .frame(args.tick, args.observer)
+        .map_err(Failure::new)?;
+    let svg = to_svg(timeline.config(), &frame, frame.sight.as_ref());
     let write = |path: &Path, bytes: &[u8]| {
         std::fs::write(path, bytes)
             .map_err(|e| Failure::new(format_args!("cannot write {}: {e}", path.display())))

@@ -16,9 +16,10 @@ pub struct Frame {
     pub entities: Vec<EntityState>,
     /// The tick's events in contract order (rejections first).
     pub events: Vec<Event>,
-    /// Every live observer's view after the tick, ascending by observer id;
-    /// each view ascending by subject id.
-    views: Vec<(EntityId, Vec<EntityId>)>,
+    /// Ids of the live observers, ascending.
+    pub observers: Vec<EntityId>,
+    /// The chosen observer's side of the tick (`None` without observers).
+    pub sight: Option<Sight>,
 }
 
 /// A command the tick could not apply.
@@ -48,30 +49,60 @@ pub struct Sight {
 }
 
 impl Frame {
-    /// The frame of `world` just after a step that produced `events`.
-    pub fn of(world: &World, events: Vec<Event>) -> Frame {
+    /// The frame of `world` just after a step that produced `events`, seen
+    /// by `observer` (`None`: the lowest live observer id, if any). Only
+    /// the chosen observer's view is copied out of the world. Fails when the
+    /// chosen entity is not a live observer.
+    pub fn of(
+        world: &World,
+        events: Vec<Event>,
+        observer: Option<EntityId>,
+    ) -> Result<Frame, RenderError> {
         let mut entities: Vec<EntityState> = world.entities().collect();
         entities.sort_unstable_by_key(|e| e.id);
-        let views = entities
+        let observers: Vec<EntityId> = entities
             .iter()
             .filter(|e| e.observer)
-            .map(|e| {
-                let view = world.view(e.id).map(Iterator::collect).unwrap_or_default();
-                (e.id, view)
-            })
+            .map(|e| e.id)
             .collect();
-        Frame {
+        let chosen = match observer {
+            None => observers.first().copied(),
+            Some(id) if observers.binary_search(&id).is_ok() => Some(id),
+            Some(id) => {
+                return Err(RenderError::NotAnObserver {
+                    id,
+                    tick: world.tick(),
+                    alive: world.entity(id).is_some(),
+                })
+            }
+        };
+        let mut frame = Frame {
             tick: world.tick(),
             digest: world.digest(),
             entities,
             events,
-            views,
-        }
-    }
-
-    /// Ids of the live observers, ascending.
-    pub fn observers(&self) -> impl Iterator<Item = EntityId> + '_ {
-        self.views.iter().map(|(id, _)| *id)
+            observers,
+            sight: None,
+        };
+        frame.sight = chosen.map(|id| {
+            let mut sight = Sight {
+                observer: id,
+                // A live observer has a view (possibly empty).
+                view: world.view(id).map(Iterator::collect).unwrap_or_default(),
+                ..Sight::default()
+            };
+            // Events are sorted by (observer, kind, subject), so each list is ascending.
+            for e in frame.events_for(id) {
+                match *e {
+                    Event::Enter { subject, .. } => sight.entered.push(subject),
+                    Event::Leave { subject, .. } => sight.left.push(subject),
+                    Event::Update { subject, .. } => sight.updated.push(subject),
+                    Event::Rejected { .. } => {}
+                }
+            }
+            sight
+        });
+        Ok(frame)
     }
 
     /// A live entity by id.
@@ -108,43 +139,5 @@ impl Frame {
             | Event::Enter { observer: o, .. }
             | Event::Update { observer: o, .. } => o == observer,
         })
-    }
-
-    /// What `observer` sees after the tick and what changed in its view;
-    /// `None` (the lowest live observer id) when none is chosen. Fails when
-    /// the chosen entity is not a live observer.
-    pub fn sight(&self, observer: Option<EntityId>) -> Result<Option<Sight>, RenderError> {
-        let found = match observer {
-            None => self.views.first(),
-            Some(id) => {
-                let i = self
-                    .views
-                    .binary_search_by_key(&id, |(o, _)| *o)
-                    .map_err(|_| RenderError::NotAnObserver {
-                        id,
-                        tick: self.tick,
-                        alive: self.entity(id).is_some(),
-                    })?;
-                Some(&self.views[i])
-            }
-        };
-        let Some((id, view)) = found else {
-            return Ok(None);
-        };
-        let mut sight = Sight {
-            observer: *id,
-            view: view.clone(),
-            ..Sight::default()
-        };
-        // Events are sorted by (observer, kind, subject), so each list is ascending.
-        for e in self.events_for(*id) {
-            match *e {
-                Event::Enter { subject, .. } => sight.entered.push(subject),
-                Event::Leave { subject, .. } => sight.left.push(subject),
-                Event::Update { subject, .. } => sight.updated.push(subject),
-                Event::Rejected { .. } => {}
-            }
-        }
-        Ok(Some(sight))
     }
 }

@@ -19,10 +19,9 @@
 //!                   {"spawn": {"id": 2, "pos": [20, 10]}}]}
 //! ]}"#)?;
 //! let timeline = Timeline::index(scenario, |_, _| {})?;
-//! let frame = timeline.frame(1)?;
-//! let sight = frame.sight(Some(1))?;
-//! assert_eq!(sight.as_ref().map(|s| s.entered.clone()), Some(vec![2]));
-//! let svg = to_svg(timeline.config(), &frame, sight.as_ref());
+//! let frame = timeline.frame(1, Some(1))?;
+//! assert_eq!(frame.sight.as_ref().map(|s| s.entered.clone()), Some(vec![2]));
+//! let svg = to_svg(timeline.config(), &frame, frame.sight.as_ref());
 //! assert!(svg.starts_with("<svg"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -2,7 +2,7 @@
 //! from the start: each tick's digest and event counts, and a state
 //! snapshot every so many ticks to restore from.
 
-use lockgrid_kernel::{Config, ConfigError, Event, Snapshot, World};
+use lockgrid_kernel::{Config, ConfigError, EntityId, Event, Snapshot, World};
 
 use super::{Frame, RenderError};
 use crate::scenario::Scenario;
@@ -94,8 +94,9 @@ impl Timeline {
     }
 
     /// The world after `tick` (0: before the first), with that tick's
-    /// events, re-run from the nearest kept state before it.
-    pub fn frame(&self, tick: u64) -> Result<Frame, RenderError> {
+    /// events, re-run from the nearest kept state before it, seen by
+    /// `observer` (see [`Frame::of`]).
+    pub fn frame(&self, tick: u64, observer: Option<EntityId>) -> Result<Frame, RenderError> {
         if tick > self.last_tick() {
             return Err(RenderError::PastTheEnd {
                 tick,
@@ -120,6 +121,6 @@ impl Timeline {
         if tick == 0 {
             events.clear();
         }
-        Ok(Frame::of(&world, events))
+        Frame::of(&world, events, observer)
     }
 }

@@ -170,14 +170,11 @@ fn tick(timeline: &Timeline, q: &Query, svg: bool) -> Reply {
     let Some(t) = q.t else {
         return Reply::error(400, "t: the tick is required");
     };
-    let frame = match timeline.frame(t) {
+    let frame = match timeline.frame(t, q.observer) {
         Ok(f) => f,
         Err(e) => return Reply::error(404, e),
     };
-    let sight = match frame.sight(q.observer) {
-        Ok(s) => s,
-        Err(e) => return Reply::error(404, e),
-    };
+    let sight = &frame.sight;
     if svg {
         return Reply::ok(
             "image/svg+xml",
@@ -186,7 +183,7 @@ fn tick(timeline: &Timeline, q: &Query, svg: bool) -> Reply {
     }
     // The lines `lockgrid replay --events --observer ID --from T --to T` prints.
     let mut lines = Vec::new();
-    if let Some(s) = &sight {
+    if let Some(s) = sight {
         let mut n = 0;
         for e in frame.events_for(s.observer) {
             // Writing to a Vec cannot fail.
@@ -207,7 +204,7 @@ fn tick(timeline: &Timeline, q: &Query, svg: bool) -> Reply {
         "tick": frame.tick,
         "digest": format!("{:016x}", frame.digest),
         // Ids as strings: a u64 does not survive a JavaScript number.
-        "observers": frame.observers().map(|id| id.to_string()).collect::<Vec<_>>(),
+        "observers": frame.observers.iter().map(u64::to_string).collect::<Vec<_>>(),
         "entities": frame.entities.len(),
         "observer": sight.as_ref().map(|s| s.observer.to_string()),
         "view": sight.as_ref().map(|s| s.view.iter().map(u64::to_string).collect::<Vec<_>>()),
