@@ -8,7 +8,8 @@
 //! - [`jsonl`]: the JSON Lines event stream, byte for byte;
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
-//! - [`serve`]: the UDP server loop behind `lockgrid serve`;
+//! - [`node`]: the sans-IO server node (world, protocol, game rules, storage);
+//! - [`serve`]: the UDP driver of the node behind `lockgrid serve`;
 //! - [`bots`]: protocol clients that load a server and check their views.
 //!
 //! ```
@@ -30,6 +31,7 @@ pub mod bots;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
+pub mod node;
 pub mod replay;
 pub mod run;
 pub mod scenario;
