@@ -311,6 +311,11 @@ where
         s
     }
 
+    /// The events of the last tick, in contract order (empty before the first).
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
     /// The entities of connected clients.
     pub fn clients(&self) -> impl Iterator<Item = EntityId> + '_ {
         self.sessions.keys().copied()
