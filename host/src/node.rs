@@ -506,7 +506,7 @@ where
             warn!(%conn, "cannot accept: {e}");
             return;
         }
-        let spawn = self.rules.spawn(&self.world, id);
+        let spawn = self.rules.spawn(&self.world, id, token);
         self.spawns.insert(id, spawn);
         self.sessions.insert(
             id,

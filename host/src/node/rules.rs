@@ -91,8 +91,9 @@ pub trait Rules {
     fn admit(&mut self, world: &World, token: &[u8]) -> Result<(), Refusal>;
 
     /// The spawn of an admitted client's entity, which gets id `entity`
-    /// (chosen by the node). It is applied in the next tick.
-    fn spawn(&mut self, world: &World, entity: EntityId) -> Spawn;
+    /// (chosen by the node); `token` is the one [`admit`](Self::admit)
+    /// accepted (an account, a saved position). It is applied in the next tick.
+    fn spawn(&mut self, world: &World, entity: EntityId, token: &[u8]) -> Spawn;
 
     /// One command a client sent for its own `entity`, meant for `tick` (the
     /// tick it will be applied in): push what it becomes onto `out` (itself,

@@ -72,7 +72,7 @@ impl Rules for DefaultRules {
         Ok(())
     }
 
-    fn spawn(&mut self, world: &World, entity: EntityId) -> Spawn {
+    fn spawn(&mut self, world: &World, entity: EntityId, _token: &[u8]) -> Spawn {
         let spawn = client_spawn(world.config(), entity);
         self.allowances.insert(
             entity,

@@ -9,6 +9,8 @@ pub mod world;
 
 pub use net::{Faults, Net, SERVER};
 pub use recorded::Recorded;
+// Not every test that shares this module runs the whole-server world.
+#[allow(unused_imports)]
 pub use world::{run, Plan};
 
 /// splitmix64: tiny, seeded, reproducible.

@@ -39,8 +39,8 @@ impl<R: Rules> Rules for Recorded<R> {
         self.inner.admit(world, token)
     }
 
-    fn spawn(&mut self, world: &World, entity: EntityId) -> Spawn {
-        self.inner.spawn(world, entity)
+    fn spawn(&mut self, world: &World, entity: EntityId, token: &[u8]) -> Spawn {
+        self.inner.spawn(world, entity, token)
     }
 
     fn check_input(
