@@ -65,6 +65,8 @@ mod restore;
 mod rules;
 mod stats;
 mod storage;
+#[cfg(test)]
+mod tests;
 
 use core::fmt;
 use std::collections::BTreeMap;
