@@ -639,12 +639,8 @@ where
                 DisconnectReason::ServerFull,
                 &mut self.scratch,
             );
-            let world_ids = &self.world;
-            self.queued.extend(
-                self.scratch
-                    .drain(..)
-                    .filter(|c| c.entity() != entity || world_ids.entity(entity).is_some()),
-            );
+            self.queued
+                .extend(self.scratch.drain(..).filter(|c| c.entity() != entity));
         }
         // Per-connection protocol counters: spoofed commands and dropped datagrams.
         let (mut foreign, mut dropped) = (0, 0);
