@@ -104,6 +104,7 @@ pub struct Outcome {
     pub joins: u64,
     pub leaves: u64,
     pub vanishes: u64,
+    pub reconnects: u64,
     pub acked_checked: u64,
     pub views_checked: u64,
     pub refused: u64,
@@ -126,11 +127,12 @@ impl Outcome {
         }
         let _ = write!(
             s,
-            ", {} partitions, {} joins, {} leaves, {} vanishes{}",
+            ", {} partitions, {} joins, {} leaves, {} vanishes, {} reconnects{}",
             self.partitions,
             self.joins,
             self.leaves,
             self.vanishes,
+            self.reconnects,
             if plan.abusers { ", abusers" } else { "" }
         );
         s
@@ -159,6 +161,8 @@ struct SimClient {
     /// Inputs queued, in order (the client acknowledges a prefix).
     sent: Vec<Vec<Command>>,
     acked: usize,
+    /// When the client was first seen closed.
+    closed_at: Option<Instant>,
 }
 
 type SimNode = Node<u32, Recorded<DefaultRules>, MemStorage>;
@@ -718,6 +722,7 @@ impl Sim {
                 tag: 0,
                 sent: Vec::new(),
                 acked: 0,
+                closed_at: None,
             });
             self.out.joins += 1;
         }
@@ -747,6 +752,17 @@ impl Sim {
                     self.clients[i].gone = true;
                     self.out.vanishes += 1;
                     continue;
+                }
+            }
+            if matches!(self.clients[i].client.state(), ClientState::Closed(_)) {
+                let since = *self.clients[i].closed_at.get_or_insert(self.now);
+                // The protocol takes a Hello from the address of a connection
+                // it still holds for that connection's own, so a restarted
+                // client reuses its address only once the node has surely
+                // dropped the old one (idle timeout 2 s).
+                let forgotten = self.now >= since + Duration::from_secs(3);
+                if !self.quiet && forgotten && self.rng.chance(100_000) {
+                    self.reconnect(i)?;
                 }
             }
             let c = &mut self.clients[i];
@@ -788,6 +804,17 @@ impl Sim {
                 c.sent.push(cmds);
             }
         }
+        Ok(())
+    }
+
+    /// Client `i` starts again from the same address, as a restarted game client does.
+    fn reconnect(&mut self, i: usize) -> Result<(), String> {
+        let client = Client::new(client_config(&self.plan), SERVER, b"", self.now)
+            .map_err(|e| e.to_string())?;
+        let c = &mut self.clients[i];
+        (c.client, c.entity, c.acked, c.closed_at) = (client, None, 0, None);
+        c.sent.clear();
+        self.out.reconnects += 1;
         Ok(())
     }
 
