@@ -259,6 +259,7 @@ pub fn serve_with(
 
     let mut driver = Driver {
         socket,
+        nonblocking: false,
         clock,
         times: TickTimes::default(),
         overruns: 0,
@@ -317,6 +318,7 @@ fn fresh_seed() -> u64 {
 /// The socket and the clock around a node.
 struct Driver {
     socket: UdpSocket,
+    nonblocking: bool,
     clock: Clock,
     times: TickTimes,
     overruns: u64,
@@ -405,23 +407,16 @@ impl Driver {
         let block = wait.checked_sub(SLACK).filter(|d| !d.is_zero());
         match block {
             Some(d) => {
-                self.socket
-                    .set_nonblocking(false)
-                    .map_err(ServeError::Socket)?;
+                self.set_nonblocking(false)?;
                 self.socket
                     .set_read_timeout(Some(d))
                     .map_err(ServeError::Socket)?;
             }
-            None => self
-                .socket
-                .set_nonblocking(true)
-                .map_err(ServeError::Socket)?,
+            None => self.set_nonblocking(true)?,
         }
         for i in 0..1024 {
             if i == 1 {
-                self.socket
-                    .set_nonblocking(true)
-                    .map_err(ServeError::Socket)?;
+                self.set_nonblocking(true)?;
             }
             match self.socket.recv_from(buf) {
                 Ok((n, from)) => node.handle_datagram(self.clock.now(), from, &buf[..n]),
@@ -443,6 +438,17 @@ impl Driver {
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
                 Err(e) => return Err(ServeError::Socket(e)),
             }
+        }
+        Ok(())
+    }
+
+    /// Switches the socket's mode when it differs (a system call saved per wait).
+    fn set_nonblocking(&mut self, want: bool) -> Result<(), ServeError> {
+        if self.nonblocking != want {
+            self.socket
+                .set_nonblocking(want)
+                .map_err(ServeError::Socket)?;
+            self.nonblocking = want;
         }
         Ok(())
     }
