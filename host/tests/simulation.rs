@@ -27,11 +27,27 @@ fn the_whole_server_keeps_its_invariants_under_faults() {
     let seeds = seeds(200);
     let started = std::time::Instant::now();
     let mut failed = Vec::new();
+    // Which faults struck, over all seeds: a run of many seeds must have
+    // drawn every kind, or the simulation stopped testing something.
+    let mut struck = std::collections::BTreeSet::new();
     for &seed in &seeds {
         let plan = Plan::draw(seed);
         let outcome = std::panic::catch_unwind(|| run(&plan));
         match outcome {
             Ok(Ok(out)) => {
+                struck.extend(out.crashes.keys().map(|k| format!("crash {k}")));
+                struck.extend(out.disk_errors.keys().map(|k| format!("disk {k}")));
+                for (kind, n) in [
+                    ("partition", out.partitions),
+                    ("reconnect", out.reconnects),
+                    ("vanish", out.vanishes),
+                    ("leave", out.leaves),
+                    ("snapshot failure", out.snapshot_failures),
+                ] {
+                    if n > 0 {
+                        struck.insert(kind.to_owned());
+                    }
+                }
                 if seeds.len() <= 20 || std::env::var("LOCKGRID_SIM_VERBOSE").is_ok() {
                     eprintln!(
                         "seed {seed}: {} ticks, {} acked inputs and {} views checked, {} refused, {} snapshot failures; {}",
@@ -55,6 +71,29 @@ fn the_whole_server_keeps_its_invariants_under_faults() {
         started.elapsed().as_secs_f64(),
         failed.len()
     );
+    if seeds.len() >= 100 {
+        let expected = [
+            "crash mid-append",
+            "crash append-sync",
+            "crash sync-send",
+            "crash mid-snapshot",
+            "crash restart-after-journal-error",
+            "disk append-error",
+            "disk append-full",
+            "disk sync-error",
+            "disk sync-full",
+            "disk snapshot-error",
+            "disk snapshot-full",
+            "partition",
+            "reconnect",
+            "vanish",
+            "leave",
+            "snapshot failure",
+        ];
+        for kind in expected {
+            assert!(struck.contains(kind), "no seed drew {kind}: {struck:?}");
+        }
+    }
     assert!(
         failed.is_empty(),
         "the simulation failed for seeds {failed:?}; replay one with LOCKGRID_SIM_SEED=<seed> cargo test -p lockgrid-host --test simulation"
