@@ -10,7 +10,8 @@
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
 //! - [`render`]: the picture of a tick as SVG or PNG (`lockgrid render`);
 //! - [`view`]: a local web page to scrub through ticks (`lockgrid view`);
-//! - [`serve`]: the UDP server loop behind `lockgrid serve`;
+//! - [`node`]: the sans-IO server node (world, protocol, game rules, storage);
+//! - [`serve`]: the UDP driver of the node behind `lockgrid serve`;
 //! - [`bots`]: protocol clients that load a server and check their views.
 //!
 //! ```
@@ -32,6 +33,7 @@ pub mod bots;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
+pub mod node;
 pub mod render;
 pub mod replay;
 pub mod run;

@@ -7,8 +7,10 @@
 use lockgrid_kernel::{Config, EntityId, Fix, Move, Pos, Spawn};
 use lockgrid_protocol::WorldParams;
 
+/// Why the host refused something a client sent (the node's reasons).
+pub use crate::node::Refusal;
 /// NPC ids are `1..=npcs`; client entities start here.
-pub const CLIENT_ID_BASE: EntityId = 1 << 32;
+pub use crate::node::CLIENT_ID_BASE;
 
 /// Most ticks of movement a client may save up and spend at once (so
 /// inputs that bunch up in a tick after a slow one still pass).
@@ -17,63 +19,6 @@ pub const BURST_TICKS: u64 = 5;
 /// Most moves of one client accepted into one tick (only the last one
 /// matters to the kernel; the rest would only grow the journal).
 pub const MAX_MOVES_PER_TICK: usize = 8;
-
-/// Why the host refused something a client sent. Counted per reason.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Refusal {
-    /// A command naming another entity than the connection's own (dropped by the protocol).
-    Spoofed,
-    /// A spawn or despawn from a client: clients may only move.
-    NotAMove,
-    /// A move farther than the max speed allows since the last accepted move.
-    TooFast,
-    /// More than [`MAX_MOVES_PER_TICK`] moves of one client in one tick.
-    TooManyMoves,
-    /// A speed below zero or above the max speed.
-    BadSpeed,
-    /// A move outside the world.
-    OutOfBounds,
-    /// A datagram longer than the MTU.
-    Oversized,
-    /// A datagram the protocol could not use (malformed, duplicate, stale, unknown sender).
-    Malformed,
-    /// A datagram over the per-address rate limit.
-    Flood,
-    /// A connection refused because the server or the world is full.
-    Full,
-}
-
-impl Refusal {
-    /// Every reason, in report order.
-    pub const ALL: [Refusal; 10] = [
-        Refusal::Spoofed,
-        Refusal::NotAMove,
-        Refusal::TooFast,
-        Refusal::TooManyMoves,
-        Refusal::BadSpeed,
-        Refusal::OutOfBounds,
-        Refusal::Oversized,
-        Refusal::Malformed,
-        Refusal::Flood,
-        Refusal::Full,
-    ];
-
-    /// The reason's name in logs and stats.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Refusal::Spoofed => "spoofed_id",
-            Refusal::NotAMove => "not_a_move",
-            Refusal::TooFast => "too_fast",
-            Refusal::TooManyMoves => "too_many_moves",
-            Refusal::BadSpeed => "bad_speed",
-            Refusal::OutOfBounds => "out_of_bounds",
-            Refusal::Oversized => "oversized",
-            Refusal::Malformed => "malformed",
-            Refusal::Flood => "flood",
-            Refusal::Full => "full",
-        }
-    }
-}
 
 /// splitmix64 finaliser: a bijective, seedable mixer.
 pub fn mix(mut z: u64) -> u64 {

@@ -113,6 +113,15 @@ pub struct ServeStats {
     pub bytes_out: u64,
     /// Refused client input, per reason.
     pub refused: BTreeMap<String, u64>,
+    /// Snapshots written.
+    #[serde(default)]
+    pub snapshots_written: u64,
+    /// Snapshots that could not be written (serving went on).
+    #[serde(default)]
+    pub snapshot_failures: u64,
+    /// Why the last snapshot attempt failed, if it did.
+    #[serde(default)]
+    pub snapshot_error: Option<String>,
 }
 
 impl ServeStats {

@@ -1,0 +1,682 @@
+//! The server node: one sans-IO state machine owning the world, the
+//! protocol endpoint, the game rules and the storage.
+//!
+//! A [`Node`] opens no socket, reads no clock and starts no thread. A
+//! driver feeds it what happens and carries out what it asks, quinn-proto
+//! style:
+//!
+//! - [`handle_datagram`](Node::handle_datagram)`(now, from, bytes)` for every datagram received;
+//! - [`handle_timeout`](Node::handle_timeout)`(now)` once `now` reaches
+//!   [`poll_timeout`](Node::poll_timeout); it runs a tick when one is due
+//!   ([`tick_due`](Node::tick_due)) and says so;
+//! - [`poll_transmit`](Node::poll_transmit)`(now, buf)` until it returns
+//!   `None`, after every `handle_timeout`, sending each datagram.
+//!
+//! `now` never goes backwards (an earlier one counts as the latest seen).
+//!
+//! A tick is: the rules' queued commands (from [`Rules::start`] and
+//! [`Rules::left`]), the spawns of newly admitted clients, the rules'
+//! [`server_commands`](Rules::server_commands), then the accepted client
+//! input by entity id and in arrival order; [`World::step`]; append and
+//! sync to the [`Storage`]; hand the events to the protocol endpoint. The
+//! node releases datagrams only after a tick is durable, and stops
+//! releasing them at the next received datagram: so every acknowledgement
+//! a client sees covers input of durable ticks only, and a crash loses no
+//! acknowledged input. A failed append or sync stops the node
+//! ([`NodeError`]; nothing of that tick leaves); a failed snapshot is
+//! counted in [`NodeStats`] and retried at the next snapshot tick.
+//!
+//! ```no_run
+//! use std::net::{SocketAddr, UdpSocket};
+//! use lockgrid_host::journal::SyncPolicy;
+//! use lockgrid_host::node::{FileStorage, Node, NodeConfig};
+//! use lockgrid_host::serve::DefaultRules;
+//! use lockgrid_kernel::{Config, Fix};
+//! use lockgrid_protocol::Instant;
+//!
+//! let epoch = std::time::Instant::now();
+//! let now = || Instant::from_micros(epoch.elapsed().as_micros() as u64);
+//! let storage = FileStorage::new("data".as_ref(), SyncPolicy::EveryTick, 4);
+//! let rules = DefaultRules::new(Fix::from_num(200), 20, 0, 0);
+//! let (mut node, _report) =
+//!     Node::<SocketAddr, _, _>::open(now(), NodeConfig::default(), &Config::default(), rules, storage)?;
+//! let socket = UdpSocket::bind("127.0.0.1:7777")?;
+//! socket.set_nonblocking(true)?;
+//! let (mut buf, mut out) = (vec![0u8; 2048], vec![0u8; 1200]);
+//! loop {
+//!     while let Ok((n, from)) = socket.recv_from(&mut buf) {
+//!         node.handle_datagram(now(), from, &buf[..n]);
+//!     }
+//!     if now() >= node.poll_timeout() {
+//!         node.handle_timeout(now())?;
+//!         while let Some(t) = node.poll_transmit(now(), &mut out)? {
+//!             socket.send_to(&out[..t.len], t.destination)?;
+//!         }
+//!     }
+//!     std::thread::sleep(std::time::Duration::from_millis(1));
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod file_storage;
+mod flood;
+mod mem_storage;
+mod restore;
+mod rules;
+mod stats;
+mod storage;
+#[cfg(test)]
+mod tests;
+
+use core::fmt;
+use std::collections::BTreeMap;
+
+use lockgrid_kernel::{Command, CommandKind, Config, EntityId, Event, Spawn, TickReport, World};
+use lockgrid_protocol::{
+    BufferTooSmall, ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent, Transmit,
+    WorldParams,
+};
+use tracing::{debug, info, warn};
+
+pub use file_storage::FileStorage;
+pub use flood::MAX_TRACKED_ADDRS;
+pub use mem_storage::{DiskFault, DiskOp, MemDiskStats, MemStorage};
+pub use restore::{restore, RestoreReport};
+pub use rules::{Refusal, Rules};
+pub use stats::NodeStats;
+pub use storage::{Opened, Storage, StorageError};
+
+use flood::RateLimit;
+
+/// Client entities get ids above this one by default; NPCs and other
+/// server entities live below it.
+pub const CLIENT_ID_BASE: EntityId = 1 << 32;
+
+/// How a node runs.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeConfig {
+    /// The protocol endpoint's config. Its `tick_interval` is the node's,
+    /// its `max_connections` the most clients, its `mtu` the largest
+    /// datagram accepted.
+    pub server: ServerConfig,
+    /// Snapshot after every tick that is a multiple of this (0: never).
+    pub snapshot_every: u64,
+    /// Datagrams one address may send per second before the rest is dropped.
+    pub max_packets_per_sec: u32,
+    /// Client entities get ids from here up, skipping ids in use.
+    pub first_client_id: EntityId,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            server: ServerConfig::default(),
+            snapshot_every: 600,
+            max_packets_per_sec: 1000,
+            first_client_id: CLIENT_ID_BASE + 1,
+        }
+    }
+}
+
+/// Why a node could not open or had to stop.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The configuration is unusable.
+    Config(String),
+    /// The storage failed; when it failed on a tick's append or sync,
+    /// nothing of that tick was sent.
+    Storage(StorageError),
+    /// Re-running the journal gave another digest than the one journaled.
+    Diverged {
+        /// The first tick whose digests differ.
+        tick: u64,
+        /// The digest in the journal.
+        journaled: u64,
+        /// The digest the kernel computed now.
+        replayed: u64,
+    },
+    /// The node stopped after an earlier error and does nothing more.
+    Stopped,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::Config(m) => f.write_str(m),
+            NodeError::Storage(e) => write!(f, "storage: {e}"),
+            NodeError::Diverged {
+                tick,
+                journaled,
+                replayed,
+            } => write!(
+                f,
+                "tick {tick} replays to digest {replayed:016x}, the journal says {journaled:016x}"
+            ),
+            NodeError::Stopped => f.write_str("the node stopped after an earlier error"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NodeError::Storage(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<StorageError> for NodeError {
+    fn from(e: StorageError) -> Self {
+        NodeError::Storage(e)
+    }
+}
+
+/// A connected client.
+struct Session {
+    conn: ConnId,
+    /// Protocol counters already added to the refusals.
+    seen_foreign: u64,
+    seen_dropped: u64,
+}
+
+/// The server node. `A` is the driver's address type (a `SocketAddr`, or
+/// anything ordered in a simulation), `R` the game rules, `S` the storage.
+pub struct Node<A, R, S> {
+    config: NodeConfig,
+    world: World,
+    server: Server<A>,
+    rules: R,
+    storage: S,
+    sessions: BTreeMap<EntityId, Session>,
+    /// Commands from `start` and `left`, for the next tick.
+    queued: Vec<Command>,
+    /// Spawns of admitted clients, for the next tick.
+    spawns: BTreeMap<EntityId, Spawn>,
+    /// Accepted client commands, for the next tick.
+    inputs: BTreeMap<EntityId, Vec<Command>>,
+    next_client: EntityId,
+    limit: RateLimit<A>,
+    next_tick: Instant,
+    /// The latest `now` the protocol endpoint's timers were handled at.
+    timers_at: Instant,
+    /// Datagrams may leave: the last tick is durable and nothing arrived since.
+    sending: bool,
+    stopped: bool,
+    stats: NodeStats,
+    commands: Vec<Command>,
+    events: Vec<Event>,
+    scratch: Vec<Command>,
+}
+
+impl<A, R, S> Node<A, R, S>
+where
+    A: Clone + Ord + fmt::Debug,
+    R: Rules,
+    S: Storage,
+{
+    /// Opens `storage` (a new journal for a world of `world`, or the
+    /// journal's own world, recovered) and gets the node ready for its first
+    /// tick, due one interval after `now`.
+    pub fn open(
+        now: Instant,
+        config: NodeConfig,
+        world: &Config,
+        mut rules: R,
+        mut storage: S,
+    ) -> Result<(Self, RestoreReport), NodeError> {
+        world
+            .validate()
+            .map_err(|e| NodeError::Config(format!("world config: {e}")))?;
+        if config.server.tick_interval.is_zero() {
+            return Err(NodeError::Config(
+                "the tick interval must be positive".into(),
+            ));
+        }
+        let (world, report) = restore(&mut storage, world)?;
+        let mut server = Server::new(config.server, WorldParams::from(world.config()))
+            .map_err(|e| NodeError::Config(format!("protocol: {e}")))?;
+        if world.tick() > 0 {
+            // Tell the endpoint where the ticks stand, so Welcomes announce
+            // the right tick. No connection exists yet: nothing is sent.
+            server
+                .push_tick(now, world.tick(), world.digest(), &[])
+                .map_err(|e| NodeError::Config(format!("protocol: {e}")))?;
+        }
+        let mut queued = Vec::new();
+        rules.start(&world, &mut queued);
+        let node = Node {
+            next_tick: now + config.server.tick_interval,
+            limit: RateLimit::new(now, config.max_packets_per_sec),
+            next_client: config.first_client_id,
+            config,
+            world,
+            server,
+            rules,
+            storage,
+            sessions: BTreeMap::new(),
+            queued,
+            spawns: BTreeMap::new(),
+            inputs: BTreeMap::new(),
+            timers_at: now,
+            sending: false,
+            stopped: false,
+            stats: NodeStats::default(),
+            commands: Vec::new(),
+            events: Vec::new(),
+            scratch: Vec::new(),
+        };
+        Ok((node, report))
+    }
+
+    /// The world after the last applied tick.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The protocol endpoint (read-only: connections, their counters).
+    pub fn server(&self) -> &Server<A> {
+        &self.server
+    }
+
+    /// The game rules.
+    pub fn rules(&self) -> &R {
+        &self.rules
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// The storage, to inspect or arrange faults in tests.
+    pub fn storage_mut(&mut self) -> &mut S {
+        &mut self.storage
+    }
+
+    /// The node's config.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> NodeStats {
+        let mut s = self.stats.clone();
+        s.tick = self.world.tick();
+        s.clients = self.sessions.len() as u64;
+        // Datagrams from unknown senders that started nothing count as malformed.
+        let unknown = self.server.stats().unknown_dropped;
+        if unknown > 0 {
+            *s.refused.entry(Refusal::Malformed).or_insert(0) += unknown;
+        }
+        s
+    }
+
+    /// The events of the last tick, in contract order (empty before the first).
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The entities of connected clients.
+    pub fn clients(&self) -> impl Iterator<Item = EntityId> + '_ {
+        self.sessions.keys().copied()
+    }
+
+    /// Addresses the flood limit tracks now (bounded by [`MAX_TRACKED_ADDRS`]).
+    pub fn tracked_addresses(&self) -> usize {
+        self.limit.tracked()
+    }
+
+    /// When the next tick is due.
+    pub fn tick_due(&self) -> Instant {
+        self.next_tick
+    }
+
+    /// Whether the node stopped after a storage failure.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called:
+    /// the next tick or an earlier protocol timer.
+    pub fn poll_timeout(&self) -> Instant {
+        // A protocol timer already handled stays pending until the next
+        // send (which waits for the tick): it is no reason to wake earlier.
+        match self.server.poll_timeout() {
+            Some(t) if t > self.timers_at => t.min(self.next_tick),
+            _ => self.next_tick,
+        }
+    }
+
+    /// Processes one received datagram.
+    pub fn handle_datagram(&mut self, now: Instant, from: A, bytes: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += bytes.len() as u64;
+        if !self.limit.allow(now, &from) {
+            self.refuse(Refusal::Flood, 1);
+            return;
+        }
+        if bytes.len() > self.config.server.mtu {
+            self.refuse(Refusal::Oversized, 1);
+            return;
+        }
+        self.server.handle_datagram(now, from, bytes);
+        // Whatever this datagram carried is not durable yet; an
+        // acknowledgement of it must wait for the next tick.
+        self.sending = false;
+        self.drain_events();
+    }
+
+    /// Acts on the protocol's timers and runs the tick when it is due;
+    /// returns the tick's report when one ran. After it, drain
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<Option<TickReport>, NodeError> {
+        if self.stopped {
+            return Err(NodeError::Stopped);
+        }
+        if self.server.poll_timeout().is_some_and(|t| t <= now) {
+            self.server.handle_timeout(now);
+            self.timers_at = self.timers_at.max(now);
+        }
+        self.drain_events();
+        if now < self.next_tick {
+            return Ok(None);
+        }
+        let interval = self.config.server.tick_interval;
+        let late = now.saturating_duration_since(self.next_tick);
+        if late > interval {
+            self.stats.late_ticks += 1;
+        }
+        if late > interval * 10 {
+            warn!(
+                behind_ms = late.as_millis() as u64,
+                "the node is {} tick slots behind; resuming the schedule from now (no tick is skipped, the world just runs late)",
+                late.as_micros() / interval.as_micros().max(1)
+            );
+            self.next_tick = now;
+        }
+        self.next_tick = self.next_tick + interval;
+        match self.tick(now) {
+            Ok(report) => Ok(Some(report)),
+            Err(e) => {
+                self.stopped = true;
+                self.sending = false;
+                Err(e)
+            }
+        }
+    }
+
+    /// The next datagram to send, written into `buf` (at least the MTU
+    /// long); `None` when nothing may leave now.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit<A>>, BufferTooSmall> {
+        if !self.sending {
+            return Ok(None);
+        }
+        match self.server.poll_transmit(now, buf)? {
+            Some(t) => {
+                self.stats.packets_out += 1;
+                self.stats.bytes_out += t.len as u64;
+                Ok(Some(t))
+            }
+            None => {
+                self.sending = false;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Says goodbye to every client (their entities stay in the world;
+    /// the rules' [`start`](Rules::start) of the next open deals with
+    /// them). Drain [`poll_transmit`](Self::poll_transmit) after it.
+    pub fn shutdown(&mut self) {
+        let conns: Vec<ConnId> = self.server.connections().collect();
+        for conn in conns {
+            let _ = self.server.reject(conn, DisconnectReason::Kicked);
+        }
+        self.sessions.clear();
+        // Every applied tick is durable; only Disconnects are queued.
+        self.sending = !self.stopped;
+    }
+
+    /// Makes everything durable and closes the storage.
+    pub fn close(&mut self) -> Result<(), NodeError> {
+        Ok(self.storage.close()?)
+    }
+
+    /// Gives the storage back (after a simulated crash, say).
+    pub fn into_storage(self) -> S {
+        self.storage
+    }
+
+    fn refuse(&mut self, why: Refusal, n: u64) {
+        if n > 0 {
+            *self.stats.refused.entry(why).or_insert(0) += n;
+        }
+    }
+
+    fn drain_events(&mut self) {
+        while let Some(ev) = self.server.poll_event() {
+            match ev {
+                ServerEvent::Connecting { conn, from, token } => {
+                    self.on_connect(conn, &from, &token);
+                }
+                ServerEvent::Input {
+                    conn,
+                    entity,
+                    commands,
+                    ..
+                } => self.on_input(conn, entity, &commands),
+                ServerEvent::Disconnected {
+                    conn,
+                    entity,
+                    reason,
+                } => self.on_disconnect(conn, entity, reason),
+            }
+        }
+    }
+
+    fn on_connect(&mut self, conn: ConnId, from: &A, token: &[u8]) {
+        if self.sessions.len() >= self.config.server.max_connections {
+            self.refuse(Refusal::Full, 1);
+            let _ = self.server.reject(conn, DisconnectReason::ServerFull);
+            return;
+        }
+        if let Err(why) = self.rules.admit(&self.world, token) {
+            debug!(%conn, ?from, reason = why.as_str(), "connection refused");
+            self.refuse(why, 1);
+            let _ = self.server.reject(conn, DisconnectReason::TokenRejected);
+            return;
+        }
+        // The next free id: not alive, not connected, not being despawned.
+        let mut id = self.next_client;
+        while self.world.entity(id).is_some()
+            || self.sessions.contains_key(&id)
+            || self.queued.iter().any(|c| c.entity() == id)
+        {
+            id = id.saturating_add(1);
+        }
+        self.next_client = id.saturating_add(1);
+        if let Err(e) = self.server.accept(conn, id) {
+            warn!(%conn, "cannot accept: {e}");
+            return;
+        }
+        let spawn = self.rules.spawn(&self.world, id, token);
+        self.spawns.insert(id, spawn);
+        self.sessions.insert(
+            id,
+            Session {
+                conn,
+                seen_foreign: 0,
+                seen_dropped: 0,
+            },
+        );
+        self.stats.connections += 1;
+        info!(%conn, ?from, entity = id, "client joined");
+    }
+
+    fn on_input(&mut self, conn: ConnId, entity: EntityId, commands: &[Command]) {
+        if self.sessions.get(&entity).is_none_or(|s| s.conn != conn) {
+            return;
+        }
+        let tick = self.world.tick() + 1;
+        for cmd in commands {
+            self.scratch.clear();
+            match self
+                .rules
+                .check_input(&self.world, entity, tick, cmd, &mut self.scratch)
+            {
+                Ok(()) => self
+                    .inputs
+                    .entry(entity)
+                    .or_default()
+                    .extend_from_slice(&self.scratch),
+                Err(why) => {
+                    debug!(entity, reason = why.as_str(), "input refused");
+                    self.refuse(why, 1);
+                }
+            }
+        }
+    }
+
+    fn on_disconnect(&mut self, conn: ConnId, entity: Option<EntityId>, reason: DisconnectReason) {
+        debug!(%conn, ?entity, ?reason, "disconnected");
+        let Some(e) = entity else { return };
+        if self.sessions.get(&e).is_none_or(|s| s.conn != conn) {
+            return;
+        }
+        self.sessions.remove(&e);
+        self.inputs.remove(&e);
+        let unspawned = self.spawns.remove(&e).is_some();
+        self.scratch.clear();
+        self.rules.left(&self.world, e, reason, &mut self.scratch);
+        for c in self.scratch.drain(..) {
+            if !(unspawned && c.entity() == e) {
+                self.queued.push(c);
+            }
+        }
+        info!(%conn, entity = e, ?reason, "client left");
+    }
+
+    /// Gathers, steps, journals, and hands the tick to the protocol.
+    fn tick(&mut self, now: Instant) -> Result<TickReport, NodeError> {
+        let tick = self.world.tick() + 1;
+        self.commands.clear();
+        self.commands.append(&mut self.queued);
+        self.commands.extend(
+            std::mem::take(&mut self.spawns)
+                .into_values()
+                .map(Command::Spawn),
+        );
+        self.rules
+            .server_commands(&self.world, tick, &mut self.commands);
+        for moves in std::mem::take(&mut self.inputs).into_values() {
+            self.commands.extend(moves);
+        }
+        self.events.clear();
+        let report = self.world.step(&self.commands, &mut self.events);
+        // Durable before anything about the tick goes out.
+        self.storage
+            .append(report.tick, &self.commands, report.digest)?;
+        self.storage.sync()?;
+        self.stats.ticks_run += 1;
+        self.stats.events += report.events;
+        let every = self.config.snapshot_every;
+        if every > 0 && report.tick.is_multiple_of(every) {
+            self.snapshot();
+        }
+        // A client whose entity could not spawn (the world is full) is turned away.
+        let mut unspawned = Vec::new();
+        for e in &self.events {
+            let Event::Rejected {
+                entity,
+                command,
+                reason,
+            } = e
+            else {
+                break;
+            };
+            match self.sessions.get(entity) {
+                Some(s) if *command == CommandKind::Spawn => {
+                    warn!(
+                        entity,
+                        reason = reason.as_str(),
+                        "client entity could not spawn"
+                    );
+                    unspawned.push((*entity, s.conn));
+                }
+                _ => debug!(
+                    entity,
+                    command = command.as_str(),
+                    reason = reason.as_str(),
+                    "kernel rejected"
+                ),
+            }
+        }
+        if let Err(e) = self
+            .server
+            .push_tick(now, report.tick, report.digest, &self.events)
+        {
+            // The kernel's order is the contract; this would be a kernel bug.
+            warn!(tick = report.tick, "protocol refused the tick: {e}");
+        }
+        for (entity, conn) in unspawned {
+            self.sessions.remove(&entity);
+            self.refuse(Refusal::Full, 1);
+            let _ = self.server.reject(conn, DisconnectReason::ServerFull);
+            // The rules forget the client; its entity never existed.
+            self.scratch.clear();
+            self.rules.left(
+                &self.world,
+                entity,
+                DisconnectReason::ServerFull,
+                &mut self.scratch,
+            );
+            self.queued
+                .extend(self.scratch.drain(..).filter(|c| c.entity() != entity));
+        }
+        // Per-connection protocol counters: spoofed commands and dropped datagrams.
+        let (mut foreign, mut dropped) = (0, 0);
+        for s in self.sessions.values_mut() {
+            if let Some(c) = self.server.conn_stats(s.conn) {
+                foreign += c.foreign_commands.saturating_sub(s.seen_foreign);
+                dropped += c.packets_dropped.saturating_sub(s.seen_dropped);
+                s.seen_foreign = c.foreign_commands;
+                s.seen_dropped = c.packets_dropped;
+            }
+        }
+        self.refuse(Refusal::Spoofed, foreign);
+        self.refuse(Refusal::Malformed, dropped);
+        self.sending = true;
+        Ok(report)
+    }
+
+    /// Writes a snapshot of the world; a failure is logged and counted, and
+    /// the next snapshot tick tries again: snapshots are a cache, the
+    /// journal alone is the record.
+    fn snapshot(&mut self) {
+        match self.storage.write_snapshot(&self.world.snapshot()) {
+            Ok(()) => {
+                if self.stats.snapshot_error.take().is_some() {
+                    info!(tick = self.world.tick(), "snapshots are written again");
+                }
+                self.stats.snapshots_written += 1;
+            }
+            Err(e) => {
+                warn!(
+                    tick = self.world.tick(),
+                    "cannot write a snapshot ({e}); serving on, the next snapshot tick tries again"
+                );
+                self.stats.snapshot_failures += 1;
+                self.stats.snapshot_error = Some(e.to_string());
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The game rules a node runs: the trait an embedder implements.
+
+use lockgrid_kernel::{Command, EntityId, Spawn, World};
+use lockgrid_protocol::DisconnectReason;
+
+/// Why the node refused something a client sent. Counted per reason in
+/// [`NodeStats::refused`](super::NodeStats::refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// A command naming another entity than the connection's own.
+    Spoofed,
+    /// A spawn or despawn from a client where only moves are allowed.
+    NotAMove,
+    /// A move farther than the max speed allows since the last accepted move.
+    TooFast,
+    /// Too many moves of one client in one tick.
+    TooManyMoves,
+    /// A speed below zero or above the max speed.
+    BadSpeed,
+    /// A move outside the world.
+    OutOfBounds,
+    /// A datagram longer than the MTU.
+    Oversized,
+    /// A datagram the protocol could not use (malformed, duplicate, stale, unknown sender).
+    Malformed,
+    /// A datagram over the per-address rate limit.
+    Flood,
+    /// A connection refused because the server or the world is full.
+    Full,
+    /// A connection whose token the rules refused.
+    Token,
+    /// A reason of the embedder's own rules, by name.
+    Custom(&'static str),
+}
+
+impl Refusal {
+    /// The reasons every stats report lists, in report order (custom ones
+    /// follow when they occurred).
+    pub const ALL: [Refusal; 10] = [
+        Refusal::Spoofed,
+        Refusal::NotAMove,
+        Refusal::TooFast,
+        Refusal::TooManyMoves,
+        Refusal::BadSpeed,
+        Refusal::OutOfBounds,
+        Refusal::Oversized,
+        Refusal::Malformed,
+        Refusal::Flood,
+        Refusal::Full,
+    ];
+
+    /// The reason's name in logs and stats.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Spoofed => "spoofed_id",
+            Refusal::NotAMove => "not_a_move",
+            Refusal::TooFast => "too_fast",
+            Refusal::TooManyMoves => "too_many_moves",
+            Refusal::BadSpeed => "bad_speed",
+            Refusal::OutOfBounds => "out_of_bounds",
+            Refusal::Oversized => "oversized",
+            Refusal::Malformed => "malformed",
+            Refusal::Flood => "flood",
+            Refusal::Full => "full",
+            Refusal::Token => "token",
+            Refusal::Custom(name) => name,
+        }
+    }
+}
+
+/// The game rules of a node: who may connect, where clients start, what
+/// their commands become, what the server itself does every tick.
+///
+/// The node calls these between ticks and while gathering a tick, always
+/// with the world as it stands after the last applied tick. Every command
+/// the rules hand back goes into the journal as it is, so rules need not be
+/// deterministic themselves: a replay re-runs the journal, not the rules.
+/// A rule that refuses says why with a [`Refusal`]; the node counts it.
+///
+/// The default implementation of `lockgrid serve` is
+/// [`DefaultRules`](crate::serve::DefaultRules).
+pub trait Rules {
+    /// The commands that make the world this node opened (new or recovered)
+    /// ready for its first tick: for example despawning the entities of
+    /// clients of a previous run and spawning the server's own entities.
+    fn start(&mut self, world: &World, out: &mut Vec<Command>);
+
+    /// A client said Hello with `token`: admit it, or refuse with a reason
+    /// (the client is told [`DisconnectReason::TokenRejected`]).
+    fn admit(&mut self, world: &World, token: &[u8]) -> Result<(), Refusal>;
+
+    /// The spawn of an admitted client's entity, which gets id `entity`
+    /// (chosen by the node); `token` is the one [`admit`](Self::admit)
+    /// accepted (an account, a saved position). It is applied in the next tick.
+    fn spawn(&mut self, world: &World, entity: EntityId, token: &[u8]) -> Spawn;
+
+    /// One command a client sent for its own `entity`, meant for `tick` (the
+    /// tick it will be applied in): push what it becomes onto `out` (itself,
+    /// a rewritten command, several, or none), or refuse it. The protocol
+    /// has already dropped commands naming other entities.
+    fn check_input(
+        &mut self,
+        world: &World,
+        entity: EntityId,
+        tick: u64,
+        command: &Command,
+        out: &mut Vec<Command>,
+    ) -> Result<(), Refusal>;
+
+    /// The server's own commands for `tick` (NPCs, timers, game events),
+    /// applied after the tick's client spawns and before client input.
+    fn server_commands(&mut self, world: &World, tick: u64, out: &mut Vec<Command>);
+
+    /// A client's connection ended. Push what that does to the world
+    /// (usually a despawn of `entity`); if the entity had not spawned yet,
+    /// the node drops commands naming it.
+    fn left(
+        &mut self,
+        world: &World,
+        entity: EntityId,
+        reason: DisconnectReason,
+        out: &mut Vec<Command>,
+    );
+}

@@ -1,0 +1,127 @@
+//! The rules of `lockgrid serve`: anyone may join, clients only walk, no
+//! faster than the max speed, and seeded NPCs wander.
+
+use std::collections::BTreeMap;
+
+use lockgrid_kernel::{Command, EntityId, Fix, Spawn, World};
+use lockgrid_protocol::DisconnectReason;
+use tracing::info;
+
+use super::rules::{client_spawn, npc_move, npc_spawn, step_per_tick, Allowance, CLIENT_ID_BASE};
+use crate::node::{Refusal, Rules};
+
+/// Today's game rules of `lockgrid serve`, as a [`Rules`] implementation.
+///
+/// - every Hello is admitted (there is no authentication);
+/// - a client's entity spawns as an observer at [`spawn_point`](super::rules::spawn_point);
+/// - a client may only move its own entity, inside the world, at a speed
+///   in `0..=max_speed`, no farther than its [`Allowance`] (one tick's
+///   step per tick, saved up to [`BURST_TICKS`](super::rules::BURST_TICKS)),
+///   at most [`MAX_MOVES_PER_TICK`](super::rules::MAX_MOVES_PER_TICK) moves per tick;
+/// - NPCs `1..=npcs` walk the seeded script of [`npc_move`];
+/// - at start, entities of a previous run's clients and surplus NPCs are
+///   despawned and missing NPCs spawned; a client that leaves is despawned.
+#[derive(Clone, Debug)]
+pub struct DefaultRules {
+    max_speed: Fix,
+    step: i64,
+    npcs: u32,
+    seed: u64,
+    allowances: BTreeMap<EntityId, Allowance>,
+}
+
+impl DefaultRules {
+    /// Rules for a server ticking `tick_rate` times a second, entities no
+    /// faster than `max_speed` units a second, and `npcs` NPCs walking the
+    /// script seeded by `seed`.
+    pub fn new(max_speed: Fix, tick_rate: u32, npcs: u32, seed: u64) -> DefaultRules {
+        DefaultRules {
+            max_speed,
+            step: step_per_tick(max_speed, tick_rate),
+            npcs,
+            seed,
+            allowances: BTreeMap::new(),
+        }
+    }
+}
+
+impl Rules for DefaultRules {
+    fn start(&mut self, world: &World, out: &mut Vec<Command>) {
+        let npcs = u64::from(self.npcs);
+        let leftovers: Vec<EntityId> = world
+            .entities()
+            .map(|e| e.id)
+            .filter(|&id| id >= CLIENT_ID_BASE || id == 0 || id > npcs)
+            .collect();
+        if !leftovers.is_empty() {
+            info!(
+                count = leftovers.len(),
+                "despawning entities left over from the previous run"
+            );
+        }
+        out.extend(leftovers.into_iter().map(|id| Command::Despawn { id }));
+        let config = world.config();
+        for id in 1..=npcs {
+            if world.entity(id).is_none() {
+                out.push(Command::Spawn(npc_spawn(config, self.seed, id)));
+            }
+        }
+    }
+
+    fn admit(&mut self, _world: &World, _token: &[u8]) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    fn spawn(&mut self, world: &World, entity: EntityId, _token: &[u8]) -> Spawn {
+        let spawn = client_spawn(world.config(), entity);
+        self.allowances.insert(
+            entity,
+            Allowance::new(spawn.pos, world.tick() + 1, self.step),
+        );
+        spawn
+    }
+
+    fn check_input(
+        &mut self,
+        world: &World,
+        entity: EntityId,
+        tick: u64,
+        command: &Command,
+        out: &mut Vec<Command>,
+    ) -> Result<(), Refusal> {
+        let Command::Move(m) = command else {
+            return Err(Refusal::NotAMove);
+        };
+        if m.id != entity {
+            // The protocol already drops these; belt and braces.
+            return Err(Refusal::Spoofed);
+        }
+        let allowance = self.allowances.get_mut(&entity).ok_or(Refusal::Spoofed)?;
+        allowance.check(world.config(), self.max_speed, self.step, tick, m)?;
+        out.push(*command);
+        Ok(())
+    }
+
+    fn server_commands(&mut self, world: &World, tick: u64, out: &mut Vec<Command>) {
+        let config = world.config();
+        for id in 1..=u64::from(self.npcs) {
+            // An NPC spawned this very tick is not in the world yet: it walks from the next.
+            if let Some(e) = world.entity(id) {
+                out.push(Command::Move(npc_move(
+                    config, self.seed, tick, self.step, id, e.pos, e.dir,
+                )));
+            }
+        }
+    }
+
+    fn left(
+        &mut self,
+        _world: &World,
+        entity: EntityId,
+        _reason: DisconnectReason,
+        out: &mut Vec<Command>,
+    ) {
+        self.allowances.remove(&entity);
+        out.push(Command::Despawn { id: entity });
+    }
+}
