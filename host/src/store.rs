@@ -9,6 +9,7 @@
 //! give replays a recorded state to diff against. A damaged or unreadable
 //! snapshot is skipped (and reported), never trusted.
 
+mod leftovers;
 mod recover;
 mod snapshot_file;
 
@@ -20,6 +21,7 @@ use lockgrid_kernel::{Command, Config, TickReport, World};
 
 use crate::journal::{Journal, JournalError, SyncPolicy};
 
+pub use leftovers::remove_leftover_temp_files;
 pub use recover::{recover, RecoveryReport};
 pub use snapshot_file::{
     list_snapshots, read_snapshot, snapshot_file_name, write_snapshot, SnapshotError,
@@ -151,31 +153,48 @@ pub struct Recorder {
     journal: Journal,
     dir: PathBuf,
     options: StoreOptions,
+    removed_temp_files: Vec<PathBuf>,
 }
 
 impl Recorder {
     /// Creates data folder `dir` (which must not hold a journal yet) for a
-    /// world built from `config`.
+    /// world built from `config`. Temporary files left there by an
+    /// interrupted writer are removed first (see
+    /// [`removed_temp_files`](Recorder::removed_temp_files)).
     pub fn create(
         dir: &Path,
         config: &Config,
         options: StoreOptions,
     ) -> Result<Recorder, StoreError> {
+        let removed_temp_files = remove_leftover_temp_files(dir)?;
         std::fs::create_dir_all(snapshot_dir(dir))?;
         let journal = Journal::create(&journal_path(dir), config, options.sync)?;
         Ok(Recorder {
             journal,
             dir: dir.to_owned(),
             options,
+            removed_temp_files,
         })
     }
 
-    pub(crate) fn from_parts(journal: Journal, dir: &Path, options: StoreOptions) -> Recorder {
+    pub(crate) fn from_parts(
+        journal: Journal,
+        dir: &Path,
+        options: StoreOptions,
+        removed_temp_files: Vec<PathBuf>,
+    ) -> Recorder {
         Recorder {
             journal,
             dir: dir.to_owned(),
             options,
+            removed_temp_files,
         }
+    }
+
+    /// The temporary files of an interrupted writer that opening the data
+    /// folder removed (each also logged as a warning).
+    pub fn removed_temp_files(&self) -> &[PathBuf] {
+        &self.removed_temp_files
     }
 
     /// The journal being written.

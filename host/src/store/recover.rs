@@ -6,13 +6,17 @@ use std::path::{Path, PathBuf};
 use lockgrid_kernel::{Event, World};
 
 use super::{
-    journal_path, list_snapshots, read_snapshot, snapshot_dir, Recorder, StoreError, StoreOptions,
+    journal_path, list_snapshots, read_snapshot, remove_leftover_temp_files, snapshot_dir,
+    Recorder, StoreError, StoreOptions,
 };
 use crate::journal::{Journal, JournalReader, TornTail};
 
 /// What [`recover`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryReport {
+    /// Temporary files of an interrupted writer, removed (see
+    /// [`remove_leftover_temp_files`](super::remove_leftover_temp_files)).
+    pub removed_temp_files: Vec<PathBuf>,
     /// The torn tail cut off the journal, if any.
     pub torn_tail: Option<TornTail>,
     /// The snapshot the world was restored from (tick and file), if any.
@@ -27,6 +31,9 @@ pub struct RecoveryReport {
 
 impl fmt::Display for RecoveryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for path in &self.removed_temp_files {
+            writeln!(f, "removed leftover temporary file {}", path.display())?;
+        }
         if let Some(torn) = &self.torn_tail {
             writeln!(f, "journal: cut off a {torn}")?;
         }
@@ -54,6 +61,7 @@ pub fn recover(
     dir: &Path,
     options: StoreOptions,
 ) -> Result<(World, Recorder, RecoveryReport), StoreError> {
+    let removed_temp_files = remove_leftover_temp_files(dir)?;
     let path = journal_path(dir);
     let (journal, open) = Journal::open(&path, options.sync)?;
     let config = *journal.config();
@@ -69,13 +77,18 @@ pub fn recover(
                 Ok(world) => match catch_up(&path, world, Some(s.digest))? {
                     CatchUp::Done(world, replayed) => {
                         let report = RecoveryReport {
+                            removed_temp_files: removed_temp_files.clone(),
                             torn_tail: open.truncated,
                             snapshot: Some((tick, snap_path)),
                             skipped,
                             replayed,
                             tick: world.tick(),
                         };
-                        return Ok((*world, Recorder::from_parts(journal, dir, options), report));
+                        return Ok((
+                            *world,
+                            Recorder::from_parts(journal, dir, options, removed_temp_files),
+                            report,
+                        ));
                     }
                     CatchUp::SnapshotDisagrees { journaled } => format!(
                         "its digest {:016x} differs from the journal's {journaled:016x}",
@@ -90,13 +103,18 @@ pub fn recover(
     match catch_up(&path, world, None)? {
         CatchUp::Done(world, replayed) => {
             let report = RecoveryReport {
+                removed_temp_files: removed_temp_files.clone(),
                 torn_tail: open.truncated,
                 snapshot: None,
                 skipped,
                 replayed,
                 tick: world.tick(),
             };
-            Ok((*world, Recorder::from_parts(journal, dir, options), report))
+            Ok((
+                *world,
+                Recorder::from_parts(journal, dir, options, removed_temp_files),
+                report,
+            ))
         }
         // catch_up only reports this when given a start digest to check,
         // and none was given; should it ever happen, say what it means.
