@@ -78,6 +78,9 @@ pub struct ServeOptions {
     pub snapshot_every: u64,
     /// Journal durability.
     pub sync: SyncPolicy,
+    /// A data folder with snapshots but no journal: delete them and start a
+    /// new world (else refused).
+    pub discard_snapshots: bool,
     /// Stop after this many ticks of this process.
     pub stop_after_ticks: Option<u64>,
     /// Stop after this long.
@@ -101,6 +104,7 @@ impl Default for ServeOptions {
             world: Config::default(),
             snapshot_every: 600,
             sync: SyncPolicy::EveryTick,
+            discard_snapshots: false,
             stop_after_ticks: None,
             stop_after: None,
             max_packets_per_sec: 1000,
@@ -289,6 +293,7 @@ pub fn serve_with(
     let store = StoreOptions {
         sync: opts.sync,
         snapshot_every: opts.snapshot_every,
+        discard_orphan_snapshots: opts.discard_snapshots,
         ..StoreOptions::default()
     };
     // One server per data folder: an exclusive lock, which the system

@@ -52,6 +52,10 @@ pub struct StoreOptions {
     pub snapshot_every: u64,
     /// Snapshots to keep; older ones are deleted after a new one is written (0: keep all).
     pub keep_snapshots: usize,
+    /// When a new data folder is created where snapshots but no journal
+    /// exist: delete those snapshots (the operator chose a new world)
+    /// instead of refusing with [`StoreError::OrphanSnapshots`].
+    pub discard_orphan_snapshots: bool,
 }
 
 impl Default for StoreOptions {
@@ -60,6 +64,7 @@ impl Default for StoreOptions {
             sync: SyncPolicy::EveryTick,
             snapshot_every: 600,
             keep_snapshots: 4,
+            discard_orphan_snapshots: false,
         }
     }
 }
@@ -88,6 +93,17 @@ pub enum StoreError {
         /// The journal's last tick.
         last: u64,
     },
+    /// A new world was to be created in a data folder that has snapshots
+    /// but no journal: they belong to a world whose journal is gone, and
+    /// starting another next to them would mix two worlds' files.
+    OrphanSnapshots {
+        /// The snapshots folder.
+        dir: PathBuf,
+        /// How many snapshot files it holds.
+        count: usize,
+        /// The newest one's tick.
+        newest: u64,
+    },
     /// Re-running the journal gave another digest than the one journaled.
     Diverged {
         /// The first tick whose digests differ.
@@ -111,6 +127,13 @@ impl fmt::Display for StoreError {
             StoreError::NoSuchTick { tick, last } => {
                 write!(f, "tick {tick} is past the journal's last tick {last}")
             }
+            StoreError::OrphanSnapshots { dir, count, newest } => write!(
+                f,
+                "{} holds {count} snapshot(s) (the newest of tick {newest}) but there is no journal: they belong to a world whose journal is gone. \
+                 Refusing to start a new world next to them: move {} away (to keep them), or pass --discard-snapshots to delete them and start a new world",
+                dir.display(),
+                dir.display()
+            ),
             StoreError::Diverged {
                 tick,
                 journaled,
@@ -130,7 +153,9 @@ impl std::error::Error for StoreError {
             StoreError::Journal(e) => Some(e),
             StoreError::Snapshot { error, .. } => Some(error),
             StoreError::Config(e) => Some(e),
-            StoreError::NoSuchTick { .. } | StoreError::Diverged { .. } => None,
+            StoreError::NoSuchTick { .. }
+            | StoreError::OrphanSnapshots { .. }
+            | StoreError::Diverged { .. } => None,
         }
     }
 }
@@ -160,13 +185,18 @@ impl Recorder {
     /// Creates data folder `dir` (which must not hold a journal yet) for a
     /// world built from `config`. Temporary files left there by an
     /// interrupted writer are removed first (see
-    /// [`removed_temp_files`](Recorder::removed_temp_files)).
+    /// [`removed_temp_files`](Recorder::removed_temp_files)). Snapshots
+    /// without a journal are refused ([`StoreError::OrphanSnapshots`])
+    /// unless [`StoreOptions::discard_orphan_snapshots`] says to delete them.
     pub fn create(
         dir: &Path,
         config: &Config,
         options: StoreOptions,
     ) -> Result<Recorder, StoreError> {
         let removed_temp_files = remove_leftover_temp_files(dir)?;
+        if !journal_path(dir).exists() {
+            refuse_orphan_snapshots(dir, options.discard_orphan_snapshots)?;
+        }
         std::fs::create_dir_all(snapshot_dir(dir))?;
         let journal = Journal::create(&journal_path(dir), config, options.sync)?;
         Ok(Recorder {
@@ -240,5 +270,81 @@ impl Recorder {
     /// Syncs and closes the journal.
     pub fn close(self) -> Result<(), StoreError> {
         Ok(self.journal.close()?)
+    }
+}
+
+/// Refuses (or, when told, deletes and logs) snapshots in a data folder
+/// that has no journal.
+fn refuse_orphan_snapshots(dir: &Path, discard: bool) -> Result<(), StoreError> {
+    let snaps = snapshot_dir(dir);
+    let found = list_snapshots(&snaps)?;
+    let Some((newest, _)) = found.last() else {
+        return Ok(());
+    };
+    if !discard {
+        return Err(StoreError::OrphanSnapshots {
+            dir: snaps,
+            count: found.len(),
+            newest: *newest,
+        });
+    }
+    for (tick, path) in &found {
+        std::fs::remove_file(path)?;
+        tracing::warn!(file = %path.display(), tick, "deleted a snapshot of a world whose journal is gone");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_without_a_journal_are_refused_unless_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::default();
+        let options = StoreOptions::default();
+        let mut world = World::new(config).unwrap();
+        let mut recorder = Recorder::create(dir.path(), &config, options).unwrap();
+        let report = world.step(&[], &mut Vec::new());
+        recorder.record(&world, &[], &report).unwrap();
+        recorder.snapshot(&world).unwrap();
+        recorder.close().unwrap();
+        std::fs::remove_file(journal_path(dir.path())).unwrap();
+
+        let err = Recorder::create(dir.path(), &config, options)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                err,
+                StoreError::OrphanSnapshots {
+                    count: 1,
+                    newest: 1,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("but there is no journal") && text.contains("--discard-snapshots"),
+            "{text}"
+        );
+        assert!(!journal_path(dir.path()).exists());
+        assert_eq!(list_snapshots(&snapshot_dir(dir.path())).unwrap().len(), 1);
+
+        let discard = StoreOptions {
+            discard_orphan_snapshots: true,
+            ..options
+        };
+        Recorder::create(dir.path(), &config, discard)
+            .unwrap()
+            .close()
+            .unwrap();
+        assert!(list_snapshots(&snapshot_dir(dir.path()))
+            .unwrap()
+            .is_empty());
+        assert!(journal_path(dir.path()).exists());
     }
 }

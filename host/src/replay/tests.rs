@@ -18,6 +18,7 @@ fn record(dir: &Path, scenario: &Scenario, snapshot_every: u64) -> Vec<u64> {
         sync: SyncPolicy::Never,
         snapshot_every,
         keep_snapshots: 0,
+        ..StoreOptions::default()
     };
     let mut recorder = Recorder::create(dir, &scenario.config, options).unwrap();
     let mut digests = Vec::new();
@@ -291,6 +292,7 @@ fn recovery_uses_the_newest_good_snapshot_and_checks_digests() {
         sync: SyncPolicy::EveryTick,
         snapshot_every: 10,
         keep_snapshots: 0,
+        ..StoreOptions::default()
     };
     let (mut world, mut recorder, report) = recover(dir.path(), options).unwrap();
     assert!(report.torn_tail.is_some());
