@@ -32,7 +32,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lockgrid_kernel::{Command, EntityId, Event, Fix, Move, Pos, World};
+use lockgrid_kernel::{Command, EntityId, Event, Fix, Move, Pos};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, Seen, WorldParams,
     MAX_MTU,
@@ -41,7 +41,7 @@ use lockgrid_protocol::{
 use crate::journal::JournalReader;
 use crate::serve::rules::{mix, spawn_point};
 use crate::serve::stats::ServeStats;
-use crate::store::{journal_path, list_snapshots, read_snapshot, snapshot_dir};
+use crate::store::{journal_path, restore_newest, PassedOverReason};
 
 /// What `lockgrid bots` is told.
 #[derive(Clone, Debug)]
@@ -739,28 +739,17 @@ fn verify(
         })
         .max()
         .unwrap_or(first);
-    let mut reader =
-        JournalReader::open(&journal_path(dir)).map_err(|e| BotsError::Verify(e.to_string()))?;
-    let config = *reader.config();
-    let mut world = None;
-    let snaps = list_snapshots(&snapshot_dir(dir)).unwrap_or_default();
-    for (tick, path) in snaps.into_iter().rev() {
-        if tick >= first {
-            continue;
-        }
-        if let Ok(s) = read_snapshot(&path) {
-            if s.config == config {
-                if let Ok(w) = World::restore(&s) {
-                    world = Some(w);
-                    break;
-                }
-            }
+    // The newest usable state before the bots' first tick: every tick they
+    // saw is then re-run.
+    let restored = restore_newest(dir, first - 1).map_err(|e| BotsError::Verify(e.to_string()))?;
+    for passed in &restored.passed_over {
+        if !matches!(passed.reason, PassedOverReason::NewerThanWanted { .. }) {
+            tracing::info!("verification could not start from {passed}");
         }
     }
-    let mut world = match world {
-        Some(w) => w,
-        None => World::new(config).map_err(|e| BotsError::Verify(e.to_string()))?,
-    };
+    let mut world = restored.world;
+    let mut reader =
+        JournalReader::open(&journal_path(dir)).map_err(|e| BotsError::Verify(e.to_string()))?;
     // Per bot: index of its next tick to compare, and the view the kernel's
     // own events for its entity build from the bot's first tick on.
     let mut next: Vec<usize> = vec![0; bots.len()];

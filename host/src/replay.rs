@@ -15,7 +15,10 @@ pub use diff::{diff_snapshots, diff_states, EntityDiff};
 use crate::journal::{JournalReader, Record};
 use crate::jsonl;
 use crate::scenario::Scenario;
-use crate::store::{journal_path, list_snapshots, read_snapshot, snapshot_dir, StoreError};
+use crate::store::{
+    journal_path, list_snapshots, read_snapshot, restore_newest, snapshot_dir, PassedOver,
+    PassedOverReason, Restored, StoreError,
+};
 
 /// Ticks `from..=to` of a replay (`to: None` means to the journal's end).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,42 +48,26 @@ struct Start {
     reader: JournalReader,
     /// The snapshot it was restored from, if any.
     snapshot: Option<(u64, PathBuf)>,
-    /// Snapshots that could not be used, with the reason.
-    skipped: Vec<(PathBuf, String)>,
+    /// Snapshots at or before the start that could not be used, with the reason.
+    passed_over: Vec<PassedOver>,
 }
 
 /// Restores the newest usable snapshot at or before `before` (else an empty
-/// world); the reader is positioned at the start of the journal.
+/// world); the reader is positioned at the start of the journal. Snapshots
+/// after `before` are not reported: the replay reaches them, or they lie
+/// outside its range.
 fn start_before(dir: &Path, before: u64) -> Result<Start, StoreError> {
-    let reader = JournalReader::open(&journal_path(dir))?;
-    let config = *reader.config();
-    let mut skipped = Vec::new();
-    let mut snaps = list_snapshots(&snapshot_dir(dir))?;
-    snaps.retain(|(t, _)| *t <= before);
-    for (tick, path) in snaps.into_iter().rev() {
-        match read_snapshot(&path) {
-            Ok(s) if s.config != config => {
-                skipped.push((path, "its config differs from the journal's".to_owned()))
-            }
-            Ok(s) => match World::restore(&s) {
-                Ok(world) => {
-                    return Ok(Start {
-                        world,
-                        reader,
-                        snapshot: Some((tick, path)),
-                        skipped,
-                    })
-                }
-                Err(e) => skipped.push((path, e.to_string())),
-            },
-            Err(e) => skipped.push((path, e.to_string())),
-        }
-    }
+    let Restored {
+        world,
+        snapshot,
+        mut passed_over,
+    } = restore_newest(dir, before)?;
+    passed_over.retain(|p| !matches!(p.reason, PassedOverReason::NewerThanWanted { .. }));
     Ok(Start {
-        world: World::new(config).map_err(StoreError::Config)?,
-        reader,
-        snapshot: None,
-        skipped,
+        world,
+        reader: JournalReader::open(&journal_path(dir))?,
+        snapshot,
+        passed_over,
     })
 }
 
@@ -107,19 +94,12 @@ pub enum DesyncKind {
         /// Computed now.
         replayed: u64,
     },
-    /// A snapshot file's state differs from the replayed state at its tick.
+    /// A snapshot file that belongs to this journal (its config and digest
+    /// are the journal's, and the kernel restores it) holds another state
+    /// than the replay at its tick: the digest missed a difference.
     Snapshot {
         /// The snapshot file.
         path: PathBuf,
-    },
-    /// A snapshot the replay started from disagrees with the journal's digest.
-    StartSnapshot {
-        /// The snapshot file.
-        path: PathBuf,
-        /// Its digest.
-        recorded: u64,
-        /// The journal's digest for its tick.
-        journaled: u64,
     },
 }
 
@@ -154,16 +134,7 @@ impl fmt::Display for Desync {
             )?,
             DesyncKind::Snapshot { path } => writeln!(
                 f,
-                "  the digests agree but the state recorded in {} differs from the replay",
-                path.display()
-            )?,
-            DesyncKind::StartSnapshot {
-                path,
-                recorded,
-                journaled,
-            } => writeln!(
-                f,
-                "  snapshot {} has digest {recorded:016x}, the journal says {journaled:016x}",
+                "  the snapshot {} belongs to this journal (same config, same digest) and restores, but its state differs from the replay",
                 path.display()
             )?,
         }
@@ -230,7 +201,7 @@ fn command_line(c: &Command) -> String {
 }
 
 /// The result of [`verify`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Verified {
     /// Ticks re-run and checked.
     pub ticks: u64,
@@ -238,8 +209,11 @@ pub struct Verified {
     pub started_from: Option<(u64, PathBuf)>,
     /// Snapshot files whose state was compared with the replay.
     pub snapshots_checked: u64,
-    /// Snapshots that could not be used as a start, with the reason.
-    pub skipped: Vec<(PathBuf, String)>,
+    /// Snapshots in the verified range that could not be used, as a start
+    /// or for comparison, newest first for the start and then in tick
+    /// order, each with its reason: damaged, or not of this journal
+    /// ([`PassedOverReason::is_foreign`]), which is no fault of the journal.
+    pub passed_over: Vec<PassedOver>,
     /// A torn tail at the end of the journal (not modified by a replay).
     pub torn_tail: Option<crate::journal::TornTail>,
     /// The first divergence, if any.
@@ -261,47 +235,38 @@ pub fn verify(
         mut world,
         mut reader,
         snapshot,
-        skipped,
+        passed_over,
     } = start_before(dir, range.first() - 1)?;
-    let snapshots: BTreeMap<u64, PathBuf> =
-        list_snapshots(&snapshot_dir(dir))?.into_iter().collect();
     let start = world.tick();
+    let config = *world.config();
+    // The snapshots of the range: each is compared with the replayed state.
+    // Those before it were tried as a start already.
+    let all: BTreeMap<u64, PathBuf> = list_snapshots(&snapshot_dir(dir))?.into_iter().collect();
+    let snapshots: BTreeMap<u64, PathBuf> = all
+        .iter()
+        .filter(|(tick, _)| range.contains(**tick) && **tick > start)
+        .map(|(tick, path)| (*tick, path.clone()))
+        .collect();
     let mut out = Verified {
         ticks: 0,
-        started_from: snapshot.clone(),
+        started_from: snapshot,
         snapshots_checked: 0,
-        skipped,
+        passed_over,
         torn_tail: None,
         desync: None,
     };
     let mut events: Vec<Event> = Vec::new();
     let mut before: Vec<(EntityId, Option<EntityState>)> = Vec::new();
+    let mut ended = true;
     while let Some(record) = reader.next_record()? {
         if record.tick % 1024 == 0 {
             progress(reader.offset(), total);
         }
-        if record.tick < start {
-            continue;
-        }
-        if record.tick == start {
-            if let Some((_, path)) = &snapshot {
-                if world.digest() != record.digest {
-                    out.desync = Some(Box::new(Desync {
-                        tick: start,
-                        kind: DesyncKind::StartSnapshot {
-                            path: path.clone(),
-                            recorded: world.digest(),
-                            journaled: record.digest,
-                        },
-                        commands: record.commands,
-                        comparison: Comparison::Touched(Vec::new()),
-                    }));
-                    return Ok(out);
-                }
-            }
+        if record.tick <= start {
             continue;
         }
         if range.past(record.tick) {
+            ended = false;
             break;
         }
         before.clear();
@@ -319,7 +284,7 @@ pub fn verify(
                 journaled: record.digest,
                 replayed: report.digest,
             };
-            let comparison = compare_later(&mut world, &mut reader, &snapshots, &before)?;
+            let comparison = compare_later(&mut world, &mut reader, &all, &before)?;
             out.desync = Some(Box::new(Desync {
                 tick: record.tick,
                 kind,
@@ -328,30 +293,72 @@ pub fn verify(
             }));
             return Ok(out);
         }
-        if let Some(path) = snapshots.get(&record.tick) {
-            // An unreadable snapshot is no evidence either way; skip it.
-            if let Ok(recorded) = read_snapshot(path) {
+        let Some(path) = snapshots.get(&record.tick) else {
+            continue;
+        };
+        match check_snapshot(path, &config, record.digest, &world) {
+            Ok(None) => out.snapshots_checked += 1,
+            Ok(Some(recorded)) => {
                 out.snapshots_checked += 1;
-                let replayed = world.snapshot();
-                if recorded != replayed {
-                    out.desync = Some(Box::new(Desync {
+                out.desync = Some(Box::new(Desync {
+                    tick: record.tick,
+                    kind: DesyncKind::Snapshot { path: path.clone() },
+                    commands: record.commands,
+                    comparison: Comparison::Snapshot {
                         tick: record.tick,
-                        kind: DesyncKind::Snapshot { path: path.clone() },
-                        commands: record.commands,
-                        comparison: Comparison::Snapshot {
-                            tick: record.tick,
-                            path: path.clone(),
-                            diffs: diff_snapshots(&recorded, &replayed),
-                        },
-                    }));
-                    return Ok(out);
-                }
+                        path: path.clone(),
+                        diffs: diff_snapshots(&recorded, &world.snapshot()),
+                    },
+                }));
+                return Ok(out);
             }
+            Err(reason) => out.passed_over.push(PassedOver {
+                tick: record.tick,
+                path: path.clone(),
+                reason,
+            }),
+        }
+    }
+    if ended {
+        // Snapshots of ticks the journal does not have belong to another history.
+        let last = reader.last_tick();
+        for (tick, path) in snapshots.range(last.saturating_add(1)..) {
+            out.passed_over.push(PassedOver {
+                tick: *tick,
+                path: path.clone(),
+                reason: PassedOverReason::PastJournalEnd { last },
+            });
         }
     }
     progress(total, total);
     out.torn_tail = reader.torn_tail();
     Ok(out)
+}
+
+/// Checks the snapshot file at `path` against the journal (`config`, and
+/// `journaled`, its digest at the snapshot's tick) and against the replayed
+/// `world` at that tick: `Ok(None)` when it matches, `Ok(Some(state))` when
+/// it belongs to this journal yet holds another state (a desync the digest
+/// missed), `Err(reason)` when it cannot be used: damaged, or another
+/// world's or another history's, which is no fault of the journal.
+fn check_snapshot(
+    path: &Path,
+    config: &lockgrid_kernel::Config,
+    journaled: u64,
+    world: &World,
+) -> Result<Option<lockgrid_kernel::Snapshot>, PassedOverReason> {
+    let recorded = read_snapshot(path).map_err(PassedOverReason::Unreadable)?;
+    if recorded.config != *config {
+        return Err(PassedOverReason::OtherConfig);
+    }
+    if recorded.digest != journaled {
+        return Err(PassedOverReason::OtherHistory {
+            snapshot: recorded.digest,
+            journaled,
+        });
+    }
+    World::restore(&recorded).map_err(PassedOverReason::Restore)?;
+    Ok((recorded != world.snapshot()).then_some(recorded))
 }
 
 /// After a digest mismatch: carry the replay on to the first readable
@@ -363,9 +370,13 @@ fn compare_later(
     snapshots: &BTreeMap<u64, PathBuf>,
     before: &[(EntityId, Option<EntityState>)],
 ) -> Result<Comparison, StoreError> {
-    let later = snapshots
-        .range(world.tick()..)
-        .find_map(|(tick, path)| read_snapshot(path).ok().map(|s| (*tick, path.clone(), s)));
+    let config = *world.config();
+    let later = snapshots.range(world.tick()..).find_map(|(tick, path)| {
+        read_snapshot(path)
+            .ok()
+            .filter(|s| s.config == config)
+            .map(|s| (*tick, path.clone(), s))
+    });
     if let Some((tick, path, recorded)) = later {
         let mut events = Vec::new();
         while world.tick() < tick {

@@ -11,6 +11,7 @@
 
 mod leftovers;
 mod recover;
+mod restore;
 mod snapshot_file;
 
 use core::fmt;
@@ -23,6 +24,7 @@ use crate::journal::{Journal, JournalError, SyncPolicy};
 
 pub use leftovers::remove_leftover_temp_files;
 pub use recover::{recover, RecoveryReport};
+pub use restore::{restore_newest, PassedOver, PassedOverReason, Restored};
 pub use snapshot_file::{
     list_snapshots, read_snapshot, snapshot_file_name, write_snapshot, SnapshotError, WriteStep,
     SNAPSHOT_HEADER_LEN, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,

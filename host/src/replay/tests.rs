@@ -154,20 +154,127 @@ fn without_snapshots_the_touched_entities_are_shown() {
 }
 
 #[test]
-fn a_snapshot_that_disagrees_with_the_replay_is_reported() {
+fn a_tampered_snapshot_is_named_and_the_journal_still_verifies() {
     let dir = tempfile::tempdir().unwrap();
     record(dir.path(), &town_square(), 10);
     let path = snapshot_dir(dir.path()).join(crate::store::snapshot_file_name(20));
     let mut s = read_snapshot(&path).unwrap();
     s.entities[0].state.speed = Fix::from_num(99);
     crate::store::write_snapshot(&snapshot_dir(dir.path()), &s).unwrap();
-    let desync = verify_all(dir.path()).desync.expect("no desync");
-    assert_eq!(desync.tick, 20);
-    assert!(matches!(desync.kind, DesyncKind::Snapshot { .. }));
+    let v = verify_all(dir.path());
+    assert!(v.desync.is_none(), "{:?}", v.desync);
+    assert_eq!((v.ticks, v.snapshots_checked), (40, 3));
+    let [passed] = v.passed_over.as_slice() else {
+        panic!("{:?}", v.passed_over)
+    };
+    assert_eq!((passed.tick, &passed.path), (20, &path));
     assert!(
-        desync.to_string().contains("speed      recorded 99\n"),
-        "{desync}"
+        matches!(passed.reason, PassedOverReason::Restore(_)),
+        "{passed}"
     );
+    assert!(!passed.reason.is_foreign());
+}
+
+/// Another data folder of `town_square` in which tick 5 also spawns an NPC:
+/// same config, another history from tick 5 on.
+fn other_history(dir: &Path) {
+    let mut scenario = town_square();
+    scenario.ticks[4].push(Command::Spawn(Spawn::npc(4242, Pos::from_ints(1, 1))));
+    record(dir, &scenario, 10);
+}
+
+#[test]
+fn snapshots_of_another_history_or_world_are_foreign_not_a_desync() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let other = tempfile::tempdir().unwrap();
+    other_history(other.path());
+    let snaps = snapshot_dir(dir.path());
+    let name20 = crate::store::snapshot_file_name(20);
+    std::fs::copy(
+        snapshot_dir(other.path()).join(&name20),
+        snaps.join(&name20),
+    )
+    .unwrap();
+    // A snapshot of another world (other config) at tick 30.
+    let mut s = read_snapshot(&snaps.join(crate::store::snapshot_file_name(30))).unwrap();
+    s.config.width_cells += 1;
+    crate::store::write_snapshot(&snaps, &s).unwrap();
+    // And one past the journal's end.
+    let mut s = read_snapshot(&snaps.join(crate::store::snapshot_file_name(40))).unwrap();
+    s.tick = 50;
+    crate::store::write_snapshot(&snaps, &s).unwrap();
+
+    let v = verify_all(dir.path());
+    assert!(v.desync.is_none(), "{:?}", v.desync);
+    assert_eq!((v.ticks, v.snapshots_checked), (40, 2));
+    let reasons: Vec<(u64, bool, String)> = v
+        .passed_over
+        .iter()
+        .map(|p| (p.tick, p.reason.is_foreign(), p.reason.to_string()))
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons.iter().all(|r| r.1), "{reasons:?}");
+    assert_eq!(
+        reasons.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [20, 30, 50]
+    );
+    assert!(reasons[0].2.contains("another history"), "{reasons:?}");
+    assert!(reasons[1].2.contains("world config differs"), "{reasons:?}");
+    assert!(
+        reasons[2].2.contains("past the journal's last tick 40"),
+        "{reasons:?}"
+    );
+
+    // Starting after them: the foreign ones are passed over, newest first,
+    // and the replay starts from the snapshot of tick 10.
+    let v = verify(dir.path(), TickRange { from: 35, to: None }, |_, _| {}).unwrap();
+    assert!(v.desync.is_none(), "{:?}", v.desync);
+    assert_eq!(v.started_from.map(|s| s.0), Some(10));
+    let ticks: Vec<u64> = v.passed_over.iter().map(|p| p.tick).collect();
+    assert_eq!(ticks, [30, 20, 50]);
+}
+
+#[test]
+fn restore_names_every_snapshot_it_passes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let snaps = snapshot_dir(dir.path());
+    let snap30 = snaps.join(crate::store::snapshot_file_name(30));
+    let mut bytes = std::fs::read(&snap30).unwrap();
+    bytes[50] ^= 1;
+    std::fs::write(&snap30, bytes).unwrap();
+    let restored = crate::store::restore_newest(dir.path(), 35).unwrap();
+    assert_eq!(restored.snapshot.as_ref().map(|s| s.0), Some(20));
+    assert_eq!(restored.world.tick(), 20);
+    let reasons: Vec<String> = restored.passed_over.iter().map(|p| p.to_string()).collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons[0].contains("newer than tick 35"), "{reasons:?}");
+    assert!(
+        reasons[1].contains("unreadable: snapshot CRC mismatch"),
+        "{reasons:?}"
+    );
+    // Nothing usable: an empty world of the journal's config.
+    let restored = crate::store::restore_newest(dir.path(), 9).unwrap();
+    assert_eq!((restored.snapshot, restored.world.tick()), (None, 0));
+}
+
+#[test]
+fn every_snapshot_unusable_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    for (_, path) in list_snapshots(&snapshot_dir(dir.path())).unwrap() {
+        std::fs::write(&path, b"LGSNAPSH").unwrap();
+    }
+    let v = verify_all(dir.path());
+    assert!(v.desync.is_none());
+    assert_eq!(
+        (v.ticks, v.snapshots_checked, v.passed_over.len()),
+        (40, 0, 4)
+    );
+    assert!(v.passed_over.iter().all(|p| p
+        .to_string()
+        .contains("unreadable: truncated snapshot file")));
 }
 
 #[test]
@@ -297,7 +404,25 @@ fn recovery_uses_the_newest_good_snapshot_and_checks_digests() {
     let (mut world, mut recorder, report) = recover(dir.path(), options).unwrap();
     assert!(report.torn_tail.is_some());
     assert_eq!(report.snapshot.as_ref().map(|s| s.0), Some(20));
-    assert_eq!(report.skipped.len(), 1);
+    // Newest first: tick 40's snapshot is past the cut journal's end, 30's is damaged.
+    let reasons: Vec<_> = report
+        .passed_over
+        .iter()
+        .map(|p| (p.tick, &p.reason))
+        .collect();
+    assert!(
+        matches!(
+            reasons.as_slice(),
+            [
+                (
+                    40,
+                    crate::store::PassedOverReason::PastJournalEnd { last: 39 }
+                ),
+                (30, crate::store::PassedOverReason::Unreadable(_))
+            ]
+        ),
+        "{reasons:?}"
+    );
     assert_eq!((report.replayed, report.tick), (19, 39));
     assert_eq!(world.digest(), digests[38]);
     // The host re-runs tick 40 and carries on; the journal agrees again.

@@ -1,18 +1,16 @@
-//! Crash recovery: newest valid snapshot plus the journal after it.
+//! Crash recovery: newest usable snapshot plus the journal after it.
 
 use core::fmt;
 use std::path::{Path, PathBuf};
 
 use lockgrid_kernel::{Event, World};
 
-use super::{
-    journal_path, list_snapshots, read_snapshot, remove_leftover_temp_files, snapshot_dir,
-    Recorder, StoreError, StoreOptions,
-};
+use super::restore::{restore_newest, PassedOver, PassedOverReason, Restored};
+use super::{journal_path, remove_leftover_temp_files, Recorder, StoreError, StoreOptions};
 use crate::journal::{Journal, JournalReader, TornTail};
 
 /// What [`recover`] did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct RecoveryReport {
     /// Temporary files of an interrupted writer, removed (see
     /// [`remove_leftover_temp_files`](super::remove_leftover_temp_files)).
@@ -22,7 +20,7 @@ pub struct RecoveryReport {
     /// The snapshot the world was restored from (tick and file), if any.
     pub snapshot: Option<(u64, PathBuf)>,
     /// Snapshots passed over, newest first, with the reason.
-    pub skipped: Vec<(PathBuf, String)>,
+    pub passed_over: Vec<PassedOver>,
     /// Ticks re-run from the journal after the snapshot.
     pub replayed: u64,
     /// The tick the world is at now (the journal's last).
@@ -37,8 +35,8 @@ impl fmt::Display for RecoveryReport {
         if let Some(torn) = &self.torn_tail {
             writeln!(f, "journal: cut off a {torn}")?;
         }
-        for (path, why) in &self.skipped {
-            writeln!(f, "skipped snapshot {}: {why}", path.display())?;
+        for passed in &self.passed_over {
+            writeln!(f, "skipped {passed}")?;
         }
         match &self.snapshot {
             Some((tick, path)) => write!(f, "restored tick {tick} from {}", path.display())?,
@@ -52,11 +50,12 @@ impl fmt::Display for RecoveryReport {
     }
 }
 
-/// Reopens data folder `dir` after a stop or a crash: cuts a torn journal
-/// tail, restores the newest snapshot that is valid and agrees with the
-/// journal, re-runs the journaled ticks after it and checks every digest.
-/// Returns the world at the journal's last tick and a recorder that appends
-/// after it.
+/// Reopens data folder `dir` after a stop or a crash: removes temporary
+/// files of an interrupted writer, cuts a torn journal tail, restores the
+/// newest snapshot that is valid and agrees with the journal
+/// ([`restore_newest`](super::restore_newest)), re-runs the journaled ticks
+/// after it and checks every digest. Returns the world at the journal's
+/// last tick and a recorder that appends after it.
 pub fn recover(
     dir: &Path,
     options: StoreOptions,
@@ -64,97 +63,39 @@ pub fn recover(
     let removed_temp_files = remove_leftover_temp_files(dir)?;
     let path = journal_path(dir);
     let (journal, open) = Journal::open(&path, options.sync)?;
-    let config = *journal.config();
-    let mut skipped = Vec::new();
-    let mut candidates = list_snapshots(&snapshot_dir(dir))?;
-    candidates.retain(|(tick, _)| *tick <= open.last_tick);
-    for (tick, snap_path) in candidates.into_iter().rev() {
-        let why = match read_snapshot(&snap_path) {
-            Err(e) => e.to_string(),
-            Ok(s) if s.config != config => "its config differs from the journal's".to_owned(),
-            Ok(s) => match World::restore(&s) {
-                Err(e) => e.to_string(),
-                Ok(world) => match catch_up(&path, world, Some(s.digest))? {
-                    CatchUp::Done(world, replayed) => {
-                        let report = RecoveryReport {
-                            removed_temp_files: removed_temp_files.clone(),
-                            torn_tail: open.truncated,
-                            snapshot: Some((tick, snap_path)),
-                            skipped,
-                            replayed,
-                            tick: world.tick(),
-                        };
-                        return Ok((
-                            *world,
-                            Recorder::from_parts(journal, dir, options, removed_temp_files),
-                            report,
-                        ));
-                    }
-                    CatchUp::SnapshotDisagrees { journaled } => format!(
-                        "its digest {:016x} differs from the journal's {journaled:016x}",
-                        s.digest
-                    ),
-                },
-            },
-        };
-        skipped.push((snap_path, why));
-    }
-    let world = World::new(config).map_err(StoreError::Config)?;
-    match catch_up(&path, world, None)? {
-        CatchUp::Done(world, replayed) => {
-            let report = RecoveryReport {
-                removed_temp_files: removed_temp_files.clone(),
-                torn_tail: open.truncated,
-                snapshot: None,
-                skipped,
-                replayed,
-                tick: world.tick(),
-            };
-            Ok((
-                *world,
-                Recorder::from_parts(journal, dir, options, removed_temp_files),
-                report,
-            ))
+    let Restored {
+        world,
+        snapshot,
+        mut passed_over,
+    } = restore_newest(dir, open.last_tick)?;
+    for passed in &mut passed_over {
+        // Asked for the journal's last tick: anything newer is past its end.
+        if let PassedOverReason::NewerThanWanted { wanted } = passed.reason {
+            passed.reason = PassedOverReason::PastJournalEnd { last: wanted };
         }
-        // catch_up only reports this when given a start digest to check,
-        // and none was given; should it ever happen, say what it means.
-        CatchUp::SnapshotDisagrees { journaled } => Err(StoreError::Diverged {
-            tick: 0,
-            journaled,
-            replayed: World::new(config).map_err(StoreError::Config)?.digest(),
-        }),
     }
-}
-
-enum CatchUp {
-    Done(Box<World>, u64),
-    SnapshotDisagrees { journaled: u64 },
+    let (world, replayed) = catch_up(&path, world)?;
+    let report = RecoveryReport {
+        removed_temp_files: removed_temp_files.clone(),
+        torn_tail: open.truncated,
+        snapshot,
+        passed_over,
+        replayed,
+        tick: world.tick(),
+    };
+    let recorder = Recorder::from_parts(journal, dir, options, removed_temp_files);
+    Ok((world, recorder, report))
 }
 
 /// Steps `world` through every journaled tick after its own, checking
-/// digests; with `start_digest`, first checks the journal's digest at the
-/// world's tick.
-fn catch_up(
-    path: &Path,
-    mut world: World,
-    start_digest: Option<u64>,
-) -> Result<CatchUp, StoreError> {
+/// digests; returns it and the number of ticks stepped.
+fn catch_up(path: &Path, mut world: World) -> Result<(World, u64), StoreError> {
     let mut reader = JournalReader::open(path)?;
     let start = world.tick();
     let mut events: Vec<Event> = Vec::new();
     let mut replayed = 0;
     while let Some(record) = reader.next_record()? {
-        if record.tick < start {
-            continue;
-        }
-        if record.tick == start {
-            if let Some(digest) = start_digest {
-                if digest != record.digest {
-                    return Ok(CatchUp::SnapshotDisagrees {
-                        journaled: record.digest,
-                    });
-                }
-            }
+        if record.tick <= start {
             continue;
         }
         events.clear();
@@ -168,5 +109,5 @@ fn catch_up(
         }
         replayed += 1;
     }
-    Ok(CatchUp::Done(Box::new(world), replayed))
+    Ok((world, replayed))
 }
