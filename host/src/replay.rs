@@ -29,7 +29,95 @@ pub struct TickRange {
     pub to: Option<u64>,
 }
 
+/// Why a [`TickRange`] cannot be replayed from a journal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RangeError {
+    /// The range starts after it ends: it holds no tick.
+    FromAfterTo {
+        /// Its first tick.
+        from: u64,
+        /// Its last tick.
+        to: u64,
+    },
+    /// The range starts after the journal's last tick.
+    FromPastEnd {
+        /// Its first tick.
+        from: u64,
+        /// The journal's last tick (0: the journal has none).
+        last: u64,
+    },
+    /// The range ends after the journal's last tick.
+    ToPastEnd {
+        /// Its last tick.
+        to: u64,
+        /// The journal's last tick (0: the journal has none).
+        last: u64,
+    },
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeError::FromAfterTo { from, to } => {
+                write!(
+                    f,
+                    "--from {from} is after --to {to}: the range holds no tick"
+                )
+            }
+            RangeError::FromPastEnd { from, last } => write!(
+                f,
+                "--from {from} is past the journal's last tick {last}{}",
+                Ticks(*last)
+            ),
+            RangeError::ToPastEnd { to, last } => write!(
+                f,
+                "--to {to} is past the journal's last tick {last}{}",
+                Ticks(*last)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+/// "(it holds ticks 1 to N)", for a range message.
+struct Ticks(u64);
+
+impl fmt::Display for Ticks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str(" (it holds no tick yet)"),
+            1 => f.write_str(" (it holds tick 1 only)"),
+            n => write!(f, " (it holds ticks 1 to {n})"),
+        }
+    }
+}
+
 impl TickRange {
+    /// Checks the range against a journal whose last tick is `last`: it
+    /// must hold a tick, start no later than `last` and end no later than
+    /// `last`. The default range of an empty journal is accepted (there is
+    /// simply nothing to replay).
+    pub fn check(&self, last: u64) -> Result<(), RangeError> {
+        if let Some(to) = self.to.filter(|to| *to < self.first()) {
+            return Err(RangeError::FromAfterTo {
+                from: self.from,
+                to,
+            });
+        }
+        if self.first() > last.max(1) {
+            return Err(RangeError::FromPastEnd {
+                from: self.from,
+                last,
+            });
+        }
+        match self.to {
+            Some(to) if to > last => Err(RangeError::ToPastEnd { to, last }),
+            _ => Ok(()),
+        }
+    }
+
     fn first(&self) -> u64 {
         self.from.max(1)
     }
@@ -50,6 +138,21 @@ struct Start {
     snapshot: Option<(u64, PathBuf)>,
     /// Snapshots at or before the start that could not be used, with the reason.
     passed_over: Vec<PassedOver>,
+}
+
+/// Checks `range` against the journal of `dir` (one read of it, no
+/// stepping): an empty range or one past the journal's end is an error
+/// before any work or output.
+fn check_range(dir: &Path, range: TickRange) -> Result<(), StoreError> {
+    if let Some(to) = range.to {
+        // No tick: say so without reading anything.
+        range
+            .check(to.max(range.first()))
+            .map_err(StoreError::Range)?;
+    }
+    let mut reader = JournalReader::open(&journal_path(dir))?;
+    while reader.next_record()?.is_some() {}
+    range.check(reader.last_tick()).map_err(StoreError::Range)
 }
 
 /// Restores the newest usable snapshot at or before `before` (else an empty
@@ -230,6 +333,7 @@ pub fn verify(
     range: TickRange,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<Verified, StoreError> {
+    check_range(dir, range)?;
     let total = std::fs::metadata(journal_path(dir))?.len();
     let Start {
         mut world,
@@ -469,6 +573,7 @@ pub fn write_events<W: Write + ?Sized>(
     filter: EventFilter,
     out: &mut W,
 ) -> Result<u64, ReplayError> {
+    check_range(dir, range)?;
     let mut world_start = start_before(dir, range.first() - 1)?;
     let start = world_start.world.tick();
     let mut events: Vec<Event> = Vec::new();
@@ -516,6 +621,7 @@ pub fn write_events<W: Write + ?Sized>(
 /// exported run may show different Updates and, near the hysteresis band,
 /// different views than the journal; its digests differ from the journal's.
 pub fn export_scenario(dir: &Path, range: TickRange) -> Result<Scenario, StoreError> {
+    check_range(dir, range)?;
     let first = range.first();
     let Start {
         mut world,
@@ -557,8 +663,10 @@ pub fn export_scenario(dir: &Path, range: TickRange) -> Result<Scenario, StoreEr
         ticks.push(commands);
     }
     if !reached {
+        // The journal shrank since check_range read it (a server cut a
+        // torn tail meanwhile): name the tick asked for.
         return Err(StoreError::NoSuchTick {
-            tick: first - 1,
+            tick: first,
             last: reader.last_tick(),
         });
     }

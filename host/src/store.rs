@@ -106,6 +106,8 @@ pub enum StoreError {
         /// The newest one's tick.
         newest: u64,
     },
+    /// A replay's tick range does not fit the journal.
+    Range(crate::replay::RangeError),
     /// Re-running the journal gave another digest than the one journaled.
     Diverged {
         /// The first tick whose digests differ.
@@ -129,6 +131,7 @@ impl fmt::Display for StoreError {
             StoreError::NoSuchTick { tick, last } => {
                 write!(f, "tick {tick} is past the journal's last tick {last}")
             }
+            StoreError::Range(e) => write!(f, "{e}"),
             StoreError::OrphanSnapshots { dir, count, newest } => write!(
                 f,
                 "{} holds {count} snapshot(s) (the newest of tick {newest}) but there is no journal: they belong to a world whose journal is gone. \
@@ -155,6 +158,7 @@ impl std::error::Error for StoreError {
             StoreError::Journal(e) => Some(e),
             StoreError::Snapshot { error, .. } => Some(error),
             StoreError::Config(e) => Some(e),
+            StoreError::Range(e) => Some(e),
             StoreError::NoSuchTick { .. }
             | StoreError::OrphanSnapshots { .. }
             | StoreError::Diverged { .. } => None,

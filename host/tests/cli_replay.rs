@@ -180,3 +180,67 @@ fn verify_names_unusable_snapshots_and_says_when_none_could_be_compared() {
         "{stdout}"
     );
 }
+
+#[test]
+fn tick_ranges_and_flags_that_do_not_apply_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    recorded(&dir);
+    let file = tmp.path().join("out.json");
+    let file = file.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["replay", "--events", "--from", "500"],
+            "--from 500 is past the journal's last tick 40 (it holds ticks 1 to 40)",
+        ),
+        (
+            &["replay", "--events", "--observer", "3", "--from", "41"],
+            "--from 41 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--events", "--from", "10", "--to", "5"],
+            "--from 10 is after --to 5: the range holds no tick",
+        ),
+        (
+            &["replay", "--verify", "--from", "400"],
+            "--from 400 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--verify", "--to", "41"],
+            "--to 41 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--export-scenario", file, "--from", "41"],
+            "--from 41 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--verify", "--observer", "3"],
+            "cannot be used with '--observer <ID>'",
+        ),
+        (
+            &["replay", "--export-scenario", file, "--observer", "3"],
+            "cannot be used with '--observer <ID>'",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = lockgrid(args, &dir);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed output");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    assert!(!Path::new(file).exists(), "an export was written");
+    // The last tick itself is in range, for every mode.
+    for args in [
+        &["replay", "--events", "--from", "40", "--to", "40"][..],
+        &["replay", "--verify", "--from", "40"][..],
+        &["replay", "--export-scenario", file, "--from", "40"][..],
+    ] {
+        let out = lockgrid(args, &dir);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -370,7 +370,10 @@ fn exported_scenarios_reproduce_the_run() {
     assert_eq!(sorted(&exported), sorted(&original));
     assert!(matches!(
         export_scenario(dir.path(), TickRange { from: 99, to: None }),
-        Err(StoreError::NoSuchTick { tick: 98, last: 40 })
+        Err(StoreError::Range(RangeError::FromPastEnd {
+            from: 99,
+            last: 40
+        }))
     ));
 }
 
@@ -450,4 +453,48 @@ fn errors_chain_down_to_the_operating_system() {
     }
     assert_eq!(chain.len(), 4, "{chain:?}");
     assert_eq!(chain.last().map(String::as_str), Some("disk on fire"));
+}
+
+#[test]
+fn tick_ranges_are_checked_against_the_journal() {
+    let range = |from, to| TickRange { from, to };
+    assert_eq!(range(1, None).check(0), Ok(()));
+    assert_eq!(range(0, None).check(40), Ok(()));
+    assert_eq!(range(40, Some(40)).check(40), Ok(()));
+    assert_eq!(
+        range(2, None).check(0),
+        Err(RangeError::FromPastEnd { from: 2, last: 0 })
+    );
+    assert_eq!(
+        range(10, Some(5)).check(40),
+        Err(RangeError::FromAfterTo { from: 10, to: 5 })
+    );
+    // Past the end and inverted: the start is named first.
+    assert_eq!(
+        range(50, Some(45)).check(40),
+        Err(RangeError::FromAfterTo { from: 50, to: 45 })
+    );
+    assert_eq!(
+        range(50, Some(60)).check(40),
+        Err(RangeError::FromPastEnd { from: 50, last: 40 })
+    );
+    assert_eq!(
+        range(1, Some(41)).check(40),
+        Err(RangeError::ToPastEnd { to: 41, last: 40 })
+    );
+    assert_eq!(
+        RangeError::FromPastEnd { from: 2, last: 0 }.to_string(),
+        "--from 2 is past the journal's last tick 0 (it holds no tick yet)"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let err = export_scenario(dir.path(), range(41, None)).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            StoreError::Range(RangeError::FromPastEnd { from: 41, last: 40 })
+        ),
+        "{err:?}"
+    );
 }
