@@ -336,3 +336,44 @@ fn records_appended_after_garbage_make_it_corruption_and_are_named() {
     )));
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "file was modified");
 }
+
+#[test]
+fn a_tail_crafted_to_look_like_records_everywhere_is_refused_not_scanned_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // Every 1000 bytes a record header whose tick could follow and whose
+    // command count fits its length, claiming most of the rest of the
+    // file, with a wrong CRC: checking them all would cost far more than
+    // the region's size.
+    const SPACING: usize = 1000;
+    const HEADERS: usize = 300;
+    let mut tail = vec![0u8; SPACING * HEADERS + 600_000];
+    for k in 1..HEADERS {
+        let at = k * SPACING;
+        let payload = (tail.len() - at - 8 - 1) as u32;
+        let count = (payload - 20) / 9;
+        tail[at..at + 4].copy_from_slice(&payload.to_le_bytes());
+        tail[at + 4..at + 8].copy_from_slice(&0xdead_beef_u32.to_le_bytes());
+        tail[at + 8..at + 16].copy_from_slice(&(TICKS + 2).to_le_bytes());
+        tail[at + 24..at + 28].copy_from_slice(&count.to_le_bytes());
+        tail[at + 28] = 3;
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&tail);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Journal::open(&path, SyncPolicy::EveryTick).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            JournalError::Undecided { offset, after_tick: TICKS, bytes: b, .. }
+                if offset == len && b == tail.len() as u64
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("too many record-like headers"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "file was modified");
+}
