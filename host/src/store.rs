@@ -135,7 +135,7 @@ impl fmt::Display for StoreError {
             StoreError::OrphanSnapshots { dir, count, newest } => write!(
                 f,
                 "{} holds {count} snapshot(s) (the newest of tick {newest}) but there is no journal: they belong to a world whose journal is gone. \
-                 Refusing to start a new world next to them: move {} away (to keep them), or pass --discard-snapshots to delete them and start a new world",
+                 Refusing to start a new world next to them: move {} away to keep them, or delete them to start a new world (lockgrid serve --discard-snapshots does)",
                 dir.display(),
                 dir.display()
             ),
