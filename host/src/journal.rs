@@ -24,11 +24,12 @@
 mod error;
 mod format;
 mod reader;
+mod tail;
 mod writer;
 
 pub use error::{JournalError, RecordFault, TornTail};
 pub use format::{Record, HEADER_LEN, MAGIC, MAX_PAYLOAD, VERSION};
-pub use reader::JournalReader;
+pub use reader::{JournalReader, MAX_TAIL};
 pub(crate) use writer::sync_parent;
 pub use writer::{Journal, OpenReport, SyncPolicy};
 

@@ -15,7 +15,10 @@ pub use diff::{diff_snapshots, diff_states, EntityDiff};
 use crate::journal::{JournalReader, Record};
 use crate::jsonl;
 use crate::scenario::Scenario;
-use crate::store::{journal_path, list_snapshots, read_snapshot, snapshot_dir, StoreError};
+use crate::store::{
+    journal_path, list_snapshots, read_snapshot, restore_newest, snapshot_dir, PassedOver,
+    PassedOverReason, Restored, StoreError,
+};
 
 /// Ticks `from..=to` of a replay (`to: None` means to the journal's end).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,7 +29,95 @@ pub struct TickRange {
     pub to: Option<u64>,
 }
 
+/// Why a [`TickRange`] cannot be replayed from a journal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RangeError {
+    /// The range starts after it ends: it holds no tick.
+    FromAfterTo {
+        /// Its first tick.
+        from: u64,
+        /// Its last tick.
+        to: u64,
+    },
+    /// The range starts after the journal's last tick.
+    FromPastEnd {
+        /// Its first tick.
+        from: u64,
+        /// The journal's last tick (0: the journal has none).
+        last: u64,
+    },
+    /// The range ends after the journal's last tick.
+    ToPastEnd {
+        /// Its last tick.
+        to: u64,
+        /// The journal's last tick (0: the journal has none).
+        last: u64,
+    },
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeError::FromAfterTo { from, to } => {
+                write!(
+                    f,
+                    "--from {from} is after --to {to}: the range holds no tick"
+                )
+            }
+            RangeError::FromPastEnd { from, last } => write!(
+                f,
+                "--from {from} is past the journal's last tick {last}{}",
+                Ticks(*last)
+            ),
+            RangeError::ToPastEnd { to, last } => write!(
+                f,
+                "--to {to} is past the journal's last tick {last}{}",
+                Ticks(*last)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+/// "(it holds ticks 1 to N)", for a range message.
+struct Ticks(u64);
+
+impl fmt::Display for Ticks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str(" (it holds no tick yet)"),
+            1 => f.write_str(" (it holds tick 1 only)"),
+            n => write!(f, " (it holds ticks 1 to {n})"),
+        }
+    }
+}
+
 impl TickRange {
+    /// Checks the range against a journal whose last tick is `last`: it
+    /// must hold a tick, start no later than `last` and end no later than
+    /// `last`. The default range of an empty journal is accepted (there is
+    /// simply nothing to replay).
+    pub fn check(&self, last: u64) -> Result<(), RangeError> {
+        if let Some(to) = self.to.filter(|to| *to < self.first()) {
+            return Err(RangeError::FromAfterTo {
+                from: self.from,
+                to,
+            });
+        }
+        if self.first() > last.max(1) {
+            return Err(RangeError::FromPastEnd {
+                from: self.from,
+                last,
+            });
+        }
+        match self.to {
+            Some(to) if to > last => Err(RangeError::ToPastEnd { to, last }),
+            _ => Ok(()),
+        }
+    }
+
     fn first(&self) -> u64 {
         self.from.max(1)
     }
@@ -44,43 +135,46 @@ struct Start {
     world: World,
     reader: JournalReader,
     /// The snapshot it was restored from, if any.
-    snapshot: Option<(u64, PathBuf)>,
-    /// Snapshots that could not be used, with the reason.
-    skipped: Vec<(PathBuf, String)>,
+    snapshot: Option<(u64, String)>,
+    /// Snapshots at or before the start that could not be used, with the reason.
+    passed_over: Vec<PassedOver>,
+}
+
+/// Checks `range` against the journal of `dir` (one read of it, no
+/// stepping): an empty range or one past the journal's end is an error
+/// before any work or output.
+fn check_range(dir: &Path, range: TickRange) -> Result<(), StoreError> {
+    if let Some(to) = range.to {
+        // No tick: say so without reading anything.
+        range
+            .check(to.max(range.first()))
+            .map_err(StoreError::Range)?;
+    }
+    let mut reader = JournalReader::open(&journal_path(dir))?;
+    while reader.next_record()?.is_some() {}
+    range.check(reader.last_tick()).map_err(StoreError::Range)
 }
 
 /// Restores the newest usable snapshot at or before `before` (else an empty
-/// world); the reader is positioned at the start of the journal.
+/// world); the reader is positioned at the start of the journal. Snapshots
+/// after `before` are not reported: the replay reaches them, or they lie
+/// outside its range.
 fn start_before(dir: &Path, before: u64) -> Result<Start, StoreError> {
-    let reader = JournalReader::open(&journal_path(dir))?;
-    let config = *reader.config();
-    let mut skipped = Vec::new();
-    let mut snaps = list_snapshots(&snapshot_dir(dir))?;
-    snaps.retain(|(t, _)| *t <= before);
-    for (tick, path) in snaps.into_iter().rev() {
-        match read_snapshot(&path) {
-            Ok(s) if s.config != config => {
-                skipped.push((path, "its config differs from the journal's".to_owned()))
-            }
-            Ok(s) => match World::restore(&s) {
-                Ok(world) => {
-                    return Ok(Start {
-                        world,
-                        reader,
-                        snapshot: Some((tick, path)),
-                        skipped,
-                    })
-                }
-                Err(e) => skipped.push((path, e.to_string())),
-            },
-            Err(e) => skipped.push((path, e.to_string())),
-        }
+    let Restored {
+        world,
+        snapshot,
+        mut passed_over,
+        unlisted,
+    } = restore_newest(dir, before)?;
+    if let Some(e) = unlisted {
+        return Err(StoreError::from(e));
     }
+    passed_over.retain(|p| !matches!(p.reason, PassedOverReason::NewerThanWanted { .. }));
     Ok(Start {
-        world: World::new(config).map_err(StoreError::Config)?,
-        reader,
-        snapshot: None,
-        skipped,
+        world,
+        reader: JournalReader::open(&journal_path(dir))?,
+        snapshot,
+        passed_over,
     })
 }
 
@@ -107,19 +201,12 @@ pub enum DesyncKind {
         /// Computed now.
         replayed: u64,
     },
-    /// A snapshot file's state differs from the replayed state at its tick.
+    /// A snapshot file that belongs to this journal (its config and digest
+    /// are the journal's, and the kernel restores it) holds another state
+    /// than the replay at its tick: the digest missed a difference.
     Snapshot {
         /// The snapshot file.
         path: PathBuf,
-    },
-    /// A snapshot the replay started from disagrees with the journal's digest.
-    StartSnapshot {
-        /// The snapshot file.
-        path: PathBuf,
-        /// Its digest.
-        recorded: u64,
-        /// The journal's digest for its tick.
-        journaled: u64,
     },
 }
 
@@ -154,16 +241,7 @@ impl fmt::Display for Desync {
             )?,
             DesyncKind::Snapshot { path } => writeln!(
                 f,
-                "  the digests agree but the state recorded in {} differs from the replay",
-                path.display()
-            )?,
-            DesyncKind::StartSnapshot {
-                path,
-                recorded,
-                journaled,
-            } => writeln!(
-                f,
-                "  snapshot {} has digest {recorded:016x}, the journal says {journaled:016x}",
+                "  the snapshot {} belongs to this journal (same config, same digest) and restores, but its state differs from the replay",
                 path.display()
             )?,
         }
@@ -230,16 +308,19 @@ fn command_line(c: &Command) -> String {
 }
 
 /// The result of [`verify`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Verified {
     /// Ticks re-run and checked.
     pub ticks: u64,
     /// The snapshot the run started from, if any.
-    pub started_from: Option<(u64, PathBuf)>,
+    pub started_from: Option<(u64, String)>,
     /// Snapshot files whose state was compared with the replay.
     pub snapshots_checked: u64,
-    /// Snapshots that could not be used as a start, with the reason.
-    pub skipped: Vec<(PathBuf, String)>,
+    /// Snapshots in the verified range that could not be used, as a start
+    /// or for comparison, newest first for the start and then in tick
+    /// order, each with its reason: damaged, or not of this journal
+    /// ([`PassedOverReason::is_foreign`]), which is no fault of the journal.
+    pub passed_over: Vec<PassedOver>,
     /// A torn tail at the end of the journal (not modified by a replay).
     pub torn_tail: Option<crate::journal::TornTail>,
     /// The first divergence, if any.
@@ -256,52 +337,44 @@ pub fn verify(
     range: TickRange,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<Verified, StoreError> {
+    check_range(dir, range)?;
     let total = std::fs::metadata(journal_path(dir))?.len();
     let Start {
         mut world,
         mut reader,
         snapshot,
-        skipped,
+        passed_over,
     } = start_before(dir, range.first() - 1)?;
-    let snapshots: BTreeMap<u64, PathBuf> =
-        list_snapshots(&snapshot_dir(dir))?.into_iter().collect();
     let start = world.tick();
+    let config = *world.config();
+    // The snapshots of the range: each is compared with the replayed state.
+    // Those before it were tried as a start already.
+    let all: BTreeMap<u64, PathBuf> = list_snapshots(&snapshot_dir(dir))?.into_iter().collect();
+    let snapshots: BTreeMap<u64, PathBuf> = all
+        .iter()
+        .filter(|(tick, _)| range.contains(**tick) && **tick > start)
+        .map(|(tick, path)| (*tick, path.clone()))
+        .collect();
     let mut out = Verified {
         ticks: 0,
-        started_from: snapshot.clone(),
+        started_from: snapshot,
         snapshots_checked: 0,
-        skipped,
+        passed_over,
         torn_tail: None,
         desync: None,
     };
     let mut events: Vec<Event> = Vec::new();
     let mut before: Vec<(EntityId, Option<EntityState>)> = Vec::new();
+    let mut ended = true;
     while let Some(record) = reader.next_record()? {
         if record.tick % 1024 == 0 {
             progress(reader.offset(), total);
         }
-        if record.tick < start {
-            continue;
-        }
-        if record.tick == start {
-            if let Some((_, path)) = &snapshot {
-                if world.digest() != record.digest {
-                    out.desync = Some(Box::new(Desync {
-                        tick: start,
-                        kind: DesyncKind::StartSnapshot {
-                            path: path.clone(),
-                            recorded: world.digest(),
-                            journaled: record.digest,
-                        },
-                        commands: record.commands,
-                        comparison: Comparison::Touched(Vec::new()),
-                    }));
-                    return Ok(out);
-                }
-            }
+        if record.tick <= start {
             continue;
         }
         if range.past(record.tick) {
+            ended = false;
             break;
         }
         before.clear();
@@ -319,7 +392,7 @@ pub fn verify(
                 journaled: record.digest,
                 replayed: report.digest,
             };
-            let comparison = compare_later(&mut world, &mut reader, &snapshots, &before)?;
+            let comparison = compare_later(&mut world, &mut reader, &all, &before)?;
             out.desync = Some(Box::new(Desync {
                 tick: record.tick,
                 kind,
@@ -328,30 +401,72 @@ pub fn verify(
             }));
             return Ok(out);
         }
-        if let Some(path) = snapshots.get(&record.tick) {
-            // An unreadable snapshot is no evidence either way; skip it.
-            if let Ok(recorded) = read_snapshot(path) {
+        let Some(path) = snapshots.get(&record.tick) else {
+            continue;
+        };
+        match check_snapshot(path, &config, record.digest, &world) {
+            Ok(None) => out.snapshots_checked += 1,
+            Ok(Some(recorded)) => {
                 out.snapshots_checked += 1;
-                let replayed = world.snapshot();
-                if recorded != replayed {
-                    out.desync = Some(Box::new(Desync {
+                out.desync = Some(Box::new(Desync {
+                    tick: record.tick,
+                    kind: DesyncKind::Snapshot { path: path.clone() },
+                    commands: record.commands,
+                    comparison: Comparison::Snapshot {
                         tick: record.tick,
-                        kind: DesyncKind::Snapshot { path: path.clone() },
-                        commands: record.commands,
-                        comparison: Comparison::Snapshot {
-                            tick: record.tick,
-                            path: path.clone(),
-                            diffs: diff_snapshots(&recorded, &replayed),
-                        },
-                    }));
-                    return Ok(out);
-                }
+                        path: path.clone(),
+                        diffs: diff_snapshots(&recorded, &world.snapshot()),
+                    },
+                }));
+                return Ok(out);
             }
+            Err(reason) => out.passed_over.push(PassedOver {
+                tick: record.tick,
+                place: path.display().to_string(),
+                reason,
+            }),
+        }
+    }
+    if ended {
+        // Snapshots of ticks the journal does not have belong to another history.
+        let last = reader.last_tick();
+        for (tick, path) in snapshots.range(last.saturating_add(1)..) {
+            out.passed_over.push(PassedOver {
+                tick: *tick,
+                place: path.display().to_string(),
+                reason: PassedOverReason::PastJournalEnd { last },
+            });
         }
     }
     progress(total, total);
     out.torn_tail = reader.torn_tail();
     Ok(out)
+}
+
+/// Checks the snapshot file at `path` against the journal (`config`, and
+/// `journaled`, its digest at the snapshot's tick) and against the replayed
+/// `world` at that tick: `Ok(None)` when it matches, `Ok(Some(state))` when
+/// it belongs to this journal yet holds another state (a desync the digest
+/// missed), `Err(reason)` when it cannot be used: damaged, or another
+/// world's or another history's, which is no fault of the journal.
+fn check_snapshot(
+    path: &Path,
+    config: &lockgrid_kernel::Config,
+    journaled: u64,
+    world: &World,
+) -> Result<Option<lockgrid_kernel::Snapshot>, PassedOverReason> {
+    let recorded = read_snapshot(path).map_err(|e| PassedOverReason::Unreadable(e.into()))?;
+    if recorded.config != *config {
+        return Err(PassedOverReason::OtherConfig);
+    }
+    if recorded.digest != journaled {
+        return Err(PassedOverReason::OtherHistory {
+            snapshot: recorded.digest,
+            journaled,
+        });
+    }
+    World::restore(&recorded).map_err(PassedOverReason::Restore)?;
+    Ok((recorded != world.snapshot()).then_some(recorded))
 }
 
 /// After a digest mismatch: carry the replay on to the first readable
@@ -363,9 +478,13 @@ fn compare_later(
     snapshots: &BTreeMap<u64, PathBuf>,
     before: &[(EntityId, Option<EntityState>)],
 ) -> Result<Comparison, StoreError> {
-    let later = snapshots
-        .range(world.tick()..)
-        .find_map(|(tick, path)| read_snapshot(path).ok().map(|s| (*tick, path.clone(), s)));
+    let config = *world.config();
+    let later = snapshots.range(world.tick()..).find_map(|(tick, path)| {
+        read_snapshot(path)
+            .ok()
+            .filter(|s| s.config == config)
+            .map(|s| (*tick, path.clone(), s))
+    });
     if let Some((tick, path, recorded)) = later {
         let mut events = Vec::new();
         while world.tick() < tick {
@@ -458,6 +577,7 @@ pub fn write_events<W: Write + ?Sized>(
     filter: EventFilter,
     out: &mut W,
 ) -> Result<u64, ReplayError> {
+    check_range(dir, range)?;
     let mut world_start = start_before(dir, range.first() - 1)?;
     let start = world_start.world.tick();
     let mut events: Vec<Event> = Vec::new();
@@ -505,6 +625,7 @@ pub fn write_events<W: Write + ?Sized>(
 /// exported run may show different Updates and, near the hysteresis band,
 /// different views than the journal; its digests differ from the journal's.
 pub fn export_scenario(dir: &Path, range: TickRange) -> Result<Scenario, StoreError> {
+    check_range(dir, range)?;
     let first = range.first();
     let Start {
         mut world,
@@ -546,8 +667,10 @@ pub fn export_scenario(dir: &Path, range: TickRange) -> Result<Scenario, StoreEr
         ticks.push(commands);
     }
     if !reached {
+        // The journal shrank since check_range read it (a server cut a
+        // torn tail meanwhile): name the tick asked for.
         return Err(StoreError::NoSuchTick {
-            tick: first - 1,
+            tick: first,
             last: reader.last_tick(),
         });
     }

@@ -67,6 +67,9 @@ pub struct ServeOptions {
     pub snapshot_every: u64,
     /// Journal durability.
     pub sync: SyncPolicy,
+    /// A data folder with snapshots but no journal: delete them and start a
+    /// new world (else refused).
+    pub discard_snapshots: bool,
     /// Stop after this many ticks of this process.
     pub stop_after_ticks: Option<u64>,
     /// Stop after this long.
@@ -90,6 +93,7 @@ impl Default for ServeOptions {
             world: Config::default(),
             snapshot_every: 600,
             sync: SyncPolicy::EveryTick,
+            discard_snapshots: false,
             stop_after_ticks: None,
             stop_after: None,
             max_packets_per_sec: 1000,
@@ -235,7 +239,8 @@ pub fn serve_with(
         max_packets_per_sec: opts.max_packets_per_sec,
         ..NodeConfig::default()
     };
-    let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS);
+    let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS)
+        .discard_orphan_snapshots(opts.discard_snapshots);
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
     let clock = Clock(std::time::Instant::now());
     let (mut node, report) = Node::open(clock.now(), config, &opts.world, rules, storage)?;

@@ -119,3 +119,128 @@ fn corrupt_journals_fail_with_one_line() {
     let out = lockgrid(&["replay", "--verify"], &tmp.path().join("nowhere"));
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn verify_names_unusable_snapshots_and_says_when_none_could_be_compared() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    recorded(&dir);
+    let snaps = dir.join("snapshots");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&snaps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4);
+    // A snapshot of another recording (another history of the same world).
+    let other = tmp.path().join("other");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockgrid"))
+        .arg("run")
+        .arg(town_square())
+        .args(["--snapshot-every", "7", "--journal"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let foreign = other.join("snapshots/snapshot-00000000000000000014.lgs");
+    std::fs::copy(&foreign, snaps.join("snapshot-00000000000000000020.lgs")).unwrap();
+    let out = lockgrid(&["replay", "--verify"], &dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(!stdout.contains("DESYNC"), "{stdout}");
+    assert!(
+        stderr.contains("snapshot-00000000000000000020.lgs: its digest")
+            && stderr.contains("it does not belong to this journal"),
+        "{stderr}"
+    );
+    assert!(
+        stdout
+            .contains("3 snapshots compared, 1 could not be used (named above): all digests match"),
+        "{stdout}"
+    );
+
+    for path in &names {
+        std::fs::write(path, b"not a snapshot").unwrap();
+    }
+    let out = lockgrid(&["replay", "--verify"], &dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    for path in &names {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            stderr.contains(&format!("{name}: unreadable: ")),
+            "{name} not named: {stderr}"
+        );
+    }
+    assert!(!stdout.contains("0 snapshots compared"), "{stdout}");
+    assert!(
+        stdout.contains("no snapshot could be compared: the 4 in the range could not be used"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn tick_ranges_and_flags_that_do_not_apply_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    recorded(&dir);
+    let file = tmp.path().join("out.json");
+    let file = file.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["replay", "--events", "--from", "500"],
+            "--from 500 is past the journal's last tick 40 (it holds ticks 1 to 40)",
+        ),
+        (
+            &["replay", "--events", "--observer", "3", "--from", "41"],
+            "--from 41 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--events", "--from", "10", "--to", "5"],
+            "--from 10 is after --to 5: the range holds no tick",
+        ),
+        (
+            &["replay", "--verify", "--from", "400"],
+            "--from 400 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--verify", "--to", "41"],
+            "--to 41 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--export-scenario", file, "--from", "41"],
+            "--from 41 is past the journal's last tick 40",
+        ),
+        (
+            &["replay", "--verify", "--observer", "3"],
+            "cannot be used with '--observer <ID>'",
+        ),
+        (
+            &["replay", "--export-scenario", file, "--observer", "3"],
+            "cannot be used with '--observer <ID>'",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = lockgrid(args, &dir);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed output");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    assert!(!Path::new(file).exists(), "an export was written");
+    // The last tick itself is in range, for every mode.
+    for args in [
+        &["replay", "--events", "--from", "40", "--to", "40"][..],
+        &["replay", "--verify", "--from", "40"][..],
+        &["replay", "--export-scenario", file, "--from", "40"][..],
+    ] {
+        let out = lockgrid(args, &dir);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

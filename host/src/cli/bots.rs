@@ -86,6 +86,9 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
     bar.finish_and_clear();
     let report = report.map_err(|e| Failure::new(format_args!("bots: {e}")))?;
     println!("{report}");
+    if let Some(lost) = &report.server_lost {
+        return Err(Failure::new(format_args!("{} ({})", lost, opts.server)));
+    }
     if report.mismatches > 0 {
         return Err(Failure::new(format_args!(
             "{} view mismatches",

@@ -88,7 +88,7 @@ enum Commands {
         #[arg(long, value_name = "T")]
         to: Option<u64>,
         /// With --events: only this observer's events (and rejections of its commands).
-        #[arg(long, value_name = "ID", requires = "events")]
+        #[arg(long, value_name = "ID", conflicts_with_all = ["verify", "export_scenario"])]
         observer: Option<u64>,
     },
 }

@@ -28,8 +28,8 @@ pub(crate) fn verify(dir: &Path, range: TickRange) -> Result<(), Failure> {
     });
     bar.finish_and_clear();
     let verified = result.map_err(|e| Failure::new(format_args!("{}: {e}", dir.display())))?;
-    for (path, why) in &verified.skipped {
-        eprintln!("note: skipped snapshot {}: {why}", path.display());
+    for passed in &verified.passed_over {
+        eprintln!("note: could not use {passed}");
     }
     if let Some(torn) = &verified.torn_tail {
         eprintln!("note: the journal ends in a {torn} (left as is; the next server start cuts it)");
@@ -37,7 +37,7 @@ pub(crate) fn verify(dir: &Path, range: TickRange) -> Result<(), Failure> {
     let elapsed = started.elapsed();
     let rate = verified.ticks as f64 / elapsed.as_secs_f64().max(1e-9);
     let from = match &verified.started_from {
-        Some((tick, path)) => format!("from snapshot {} (tick {tick})", path.display()),
+        Some((tick, place)) => format!("from snapshot {place} (tick {tick})"),
         None => "from the start".to_owned(),
     };
     if let Some(desync) = verified.desync {
@@ -47,10 +47,20 @@ pub(crate) fn verify(dir: &Path, range: TickRange) -> Result<(), Failure> {
             desync.tick, verified.ticks
         )));
     }
+    let (checked, unusable) = (verified.snapshots_checked, verified.passed_over.len());
+    let outcome = match (checked, unusable) {
+        (0, 0) => "no snapshot in the range: all digests match".to_owned(),
+        (0, n) => format!(
+            "all digests match, but no snapshot could be compared: the {n} in the range could not be used (named above)"
+        ),
+        (k, 0) => format!("{k} snapshots compared: all digests match"),
+        (k, n) => format!(
+            "{k} snapshots compared, {n} could not be used (named above): all digests match"
+        ),
+    };
     println!(
-        "verified {} ticks {from}, {} snapshots compared: all digests match ({:.3} s, {:.0} ticks/s)",
+        "verified {} ticks {from}, {outcome} ({:.3} s, {:.0} ticks/s)",
         verified.ticks,
-        verified.snapshots_checked,
         elapsed.as_secs_f64(),
         rate
     );

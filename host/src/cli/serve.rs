@@ -52,6 +52,9 @@ pub(crate) struct ServeArgs {
     /// Stop after this many seconds.
     #[arg(long, value_name = "S")]
     seconds: Option<f64>,
+    /// With no journal in the data folder but snapshots left there: delete them and start a new world.
+    #[arg(long)]
+    discard_snapshots: bool,
     /// TOML file with a `[world]` table (the scenario `config` keys) and a
     /// `[server]` table (these flags' names with underscores).
     #[arg(long, value_name = "FILE")]
@@ -303,6 +306,7 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
         opts.client_timeout = Duration::try_from_secs_f64(s)
             .map_err(|_| Failure::new("--client-timeout must be a non-negative number"))?;
     }
+    opts.discard_snapshots = args.discard_snapshots;
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {
         opts.stop_after = Some(

@@ -50,15 +50,33 @@ pub struct TornTail {
     pub fault: RecordFault,
     /// The last complete tick before it (0 when none).
     pub after_tick: u64,
+    /// How many of the `bytes` are not zero.
+    pub nonzero: u64,
 }
 
 impl fmt::Display for TornTail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "torn tail after tick {}: {} bytes at offset {} ({})",
-            self.after_tick, self.bytes, self.offset, self.fault
+            "torn tail after tick {}: {} bytes at offset {} ({}; {}; no valid record follows)",
+            self.after_tick,
+            self.bytes,
+            self.offset,
+            self.fault,
+            Content(self.nonzero)
         )
+    }
+}
+
+/// How a damaged region reads to a person: all zeros, or how much is not.
+struct Content(u64);
+
+impl fmt::Display for Content {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str("all zero bytes"),
+            n => write!(f, "{n} non-zero bytes"),
+        }
     }
 }
 
@@ -85,8 +103,8 @@ pub enum JournalError {
     HeaderChecksum,
     /// The header's config has an unknown visibility code.
     BadVisibility(u8),
-    /// A damaged record is followed by valid ones: not a torn tail but
-    /// corruption of durable data. Nothing is truncated.
+    /// A damaged record is followed by a valid record of a later tick: not
+    /// a torn tail but corruption of durable data. Nothing is truncated.
     Corrupt {
         /// File offset of the damaged record.
         offset: u64,
@@ -94,6 +112,38 @@ pub enum JournalError {
         after_tick: u64,
         /// What is wrong with it.
         fault: RecordFault,
+        /// File offset of the first valid record found after it.
+        next_offset: u64,
+        /// That record's tick.
+        next_tick: u64,
+    },
+    /// No valid record follows a damaged record, but the damaged region is
+    /// larger than a crash can leave ([`MAX_TAIL`](super::MAX_TAIL) bytes):
+    /// acknowledged ticks were probably lost. Nothing is truncated.
+    TailTooLong {
+        /// File offset of the damaged record.
+        offset: u64,
+        /// The last good tick before it.
+        after_tick: u64,
+        /// What is wrong with it.
+        fault: RecordFault,
+        /// Bytes from `offset` to the end of the file.
+        bytes: u64,
+        /// How many of them are not zero.
+        nonzero: u64,
+    },
+    /// The damaged region holds more record-like headers than could be
+    /// checked in time linear in its size, so whether valid records follow
+    /// is unknown (only a file crafted for it does this). Nothing is truncated.
+    Undecided {
+        /// File offset of the damaged record.
+        offset: u64,
+        /// The last good tick before it.
+        after_tick: u64,
+        /// What is wrong with it.
+        fault: RecordFault,
+        /// Bytes from `offset` to the end of the file.
+        bytes: u64,
     },
     /// `append` was given a tick that does not follow the last one.
     OutOfSequence {
@@ -133,9 +183,32 @@ impl fmt::Display for JournalError {
                 offset,
                 after_tick,
                 fault,
+                next_offset,
+                next_tick,
             } => write!(
                 f,
-                "corrupt record at offset {offset} after tick {after_tick}: {fault} (valid records follow, so this is not a torn tail)"
+                "corrupt record at offset {offset} after tick {after_tick}: {fault}; a valid record of tick {next_tick} follows at offset {next_offset}, so this is damage to durable data, not a torn tail (nothing was changed)"
+            ),
+            JournalError::TailTooLong {
+                offset,
+                after_tick,
+                fault,
+                bytes,
+                nonzero,
+            } => write!(
+                f,
+                "unreadable tail after tick {after_tick}: {bytes} bytes at offset {offset} ({fault}; {}; no valid record follows), more than an interrupted append leaves (at most {} bytes), so acknowledged ticks were probably lost; nothing was changed. To go on from tick {after_tick}, cut the journal to {offset} bytes (truncate -s {offset} journal.lgj)",
+                Content(*nonzero),
+                super::MAX_TAIL
+            ),
+            JournalError::Undecided {
+                offset,
+                after_tick,
+                fault,
+                bytes,
+            } => write!(
+                f,
+                "damaged record at offset {offset} after tick {after_tick}: {fault}; the {bytes} bytes after it hold too many record-like headers to check whether valid records follow, so it is not taken for a torn tail (nothing was changed)"
             ),
             JournalError::OutOfSequence { expected, given } => {
                 write!(f, "tick {given} appended where tick {expected} should follow")

@@ -11,12 +11,16 @@ use super::format::{
     decode_header, decode_payload, record_crc, HeaderFault, Record, HEADER_LEN, MAX_PAYLOAD,
     MIN_PAYLOAD, RECORD_PREFIX,
 };
+use super::tail::scan_tail;
 
 /// Reads a journal's records in order without modifying the file.
 ///
 /// A damaged record is a *torn tail* (reported by [`JournalReader::torn_tail`],
 /// reading simply ends) when no valid later record follows it anywhere in
-/// the file; otherwise it is [`JournalError::Corrupt`].
+/// the file and the damaged region is no larger than a crash can leave
+/// ([`MAX_TAIL`]); a valid later record makes it [`JournalError::Corrupt`],
+/// a larger region [`JournalError::TailTooLong`]. Telling them apart reads
+/// the rest of the file once, in time linear in its size.
 pub struct JournalReader {
     file: BufReader<File>,
     config: Config,
@@ -93,18 +97,45 @@ impl JournalReader {
                 self.done = true;
                 // A duplicate handle: reading is over, so sharing the offset is harmless.
                 let mut file = self.file.get_ref().try_clone()?;
-                if valid_record_after(&mut file, self.offset, self.len, self.last_tick)? {
+                let (offset, after_tick) = (self.offset, self.last_tick);
+                let also_after = match fault {
+                    RecordFault::TickSequence { found, .. } => Some(found),
+                    _ => None,
+                };
+                let scan = scan_tail(&mut file, offset, self.len, after_tick, also_after)?;
+                let bytes = self.len - offset;
+                if let Some((next_offset, next_tick)) = scan.later_record {
                     return Err(JournalError::Corrupt {
-                        offset: self.offset,
-                        after_tick: self.last_tick,
+                        offset,
+                        after_tick,
                         fault,
+                        next_offset,
+                        next_tick,
+                    });
+                }
+                if scan.undecided {
+                    return Err(JournalError::Undecided {
+                        offset,
+                        after_tick,
+                        fault,
+                        bytes,
+                    });
+                }
+                if bytes > MAX_TAIL {
+                    return Err(JournalError::TailTooLong {
+                        offset,
+                        after_tick,
+                        fault,
+                        bytes,
+                        nonzero: scan.nonzero,
                     });
                 }
                 self.torn = Some(TornTail {
-                    offset: self.offset,
-                    bytes: self.len - self.offset,
+                    offset,
+                    bytes,
                     fault,
-                    after_tick: self.last_tick,
+                    after_tick,
+                    nonzero: scan.nonzero,
                 });
                 Ok(None)
             }
@@ -180,41 +211,8 @@ fn read_full<R: Read>(reader: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Largest damaged region still taken for a torn tail: a crash can tear at
-/// most the records written since the last sync, and a sync-per-tick
-/// journal tears at most one.
-const MAX_TAIL: u64 = 4 * (RECORD_PREFIX + MAX_PAYLOAD) as u64;
-
-/// Whether a valid record of a later tick starts anywhere after `offset`.
-fn valid_record_after(file: &mut File, offset: u64, len: u64, last_tick: u64) -> io::Result<bool> {
-    let rest = len.saturating_sub(offset);
-    if rest > MAX_TAIL {
-        return Ok(true); // far too much to be a tear: treat it as corruption
-    }
-    let mut tail = Vec::with_capacity(rest as usize);
-    file.seek(SeekFrom::Start(offset))?;
-    file.take(rest).read_to_end(&mut tail)?;
-    for start in 1..tail.len() {
-        let Some(prefix) = tail.get(start..start + RECORD_PREFIX + 8) else {
-            break;
-        };
-        let len = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
-        if (len as usize) < MIN_PAYLOAD || len as usize > MAX_PAYLOAD {
-            continue;
-        }
-        // Cheap filter before the CRC: the tick must be a later one.
-        let mut tick = [0u8; 8];
-        tick.copy_from_slice(&prefix[RECORD_PREFIX..]);
-        if u64::from_le_bytes(tick) <= last_tick {
-            continue;
-        }
-        let Some(payload) = tail.get(start + RECORD_PREFIX..start + RECORD_PREFIX + len as usize)
-        else {
-            continue;
-        };
-        let crc = u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]);
-        if record_crc(len, payload) == crc && decode_payload(payload).is_ok() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
+/// most the records written since the last sync (a sync-per-tick journal
+/// tears at most one, plus the zeros of a partly written page). Anything
+/// larger means acknowledged ticks were lost, which an operator must see
+/// before the journal is cut.
+pub const MAX_TAIL: u64 = 4 * (RECORD_PREFIX + MAX_PAYLOAD) as u64;

@@ -235,3 +235,145 @@ fn appends_must_follow_the_last_tick() {
         Err(JournalError::Exists)
     ));
 }
+
+/// Deterministic bytes that look random (xorshift64*), for garbage tails.
+fn garbage(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        out.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+#[test]
+fn random_garbage_tail_is_torn_and_says_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let tail = garbage(2 << 20, 7);
+    let nonzero = tail.iter().filter(|b| **b != 0).count() as u64;
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&tail);
+    std::fs::write(&path, &bytes).unwrap();
+    let (_, report) = Journal::open(&path, SyncPolicy::EveryTick).unwrap();
+    let torn = report.truncated.unwrap();
+    assert_eq!(
+        (torn.offset, torn.bytes, torn.nonzero),
+        (len, 2 << 20, nonzero)
+    );
+    assert_eq!(report.last_tick, TICKS);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+    let text = torn.to_string();
+    assert!(
+        text.contains(&format!("{nonzero} non-zero bytes"))
+            && text.contains("no valid record follows"),
+        "{text}"
+    );
+}
+
+#[test]
+fn zero_tail_longer_than_a_crash_leaves_is_refused_honestly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // A sparse file: the extension reads as zeros without writing them.
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(len + MAX_TAIL + 1).unwrap();
+    drop(file);
+    let err = Journal::open(&path, SyncPolicy::EveryTick).err().unwrap();
+    match err {
+        JournalError::TailTooLong {
+            offset,
+            after_tick,
+            bytes,
+            nonzero,
+            fault,
+        } => assert_eq!(
+            (offset, after_tick, bytes, nonzero, fault),
+            (len, TICKS, MAX_TAIL + 1, 0, RecordFault::Length(0))
+        ),
+        other => panic!("{other:?}"),
+    }
+    let text = err.to_string();
+    assert!(!text.contains("valid records follow"), "{text}");
+    assert!(
+        text.contains("all zero bytes")
+            && text.contains("no valid record follows")
+            && text.contains(&format!("truncate -s {len}")),
+        "{text}"
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len + MAX_TAIL + 1);
+}
+
+#[test]
+fn records_appended_after_garbage_make_it_corruption_and_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&garbage(100_003, 11));
+    let next_offset = bytes.len() as u64;
+    // A valid record of the next tick after the garbage, as a writer that
+    // did not cut the tail would have appended it.
+    super::format::encode_record(&mut bytes, TICKS + 1, &commands(TICKS + 1), 9);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Journal::open(&path, SyncPolicy::EveryTick).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            JournalError::Corrupt { offset, after_tick: TICKS, next_offset: n, next_tick, .. }
+                if offset == len && n == next_offset && next_tick == TICKS + 1
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&format!(
+        "a valid record of tick {} follows at offset {next_offset}",
+        TICKS + 1
+    )));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "file was modified");
+}
+
+#[test]
+fn a_tail_crafted_to_look_like_records_everywhere_is_refused_not_scanned_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = journal(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // Every 1000 bytes a record header whose tick could follow and whose
+    // command count fits its length, claiming most of the rest of the
+    // file, with a wrong CRC: checking them all would cost far more than
+    // the region's size.
+    const SPACING: usize = 1000;
+    const HEADERS: usize = 300;
+    let mut tail = vec![0u8; SPACING * HEADERS + 600_000];
+    for k in 1..HEADERS {
+        let at = k * SPACING;
+        let payload = (tail.len() - at - 8 - 1) as u32;
+        let count = (payload - 20) / 9;
+        tail[at..at + 4].copy_from_slice(&payload.to_le_bytes());
+        tail[at + 4..at + 8].copy_from_slice(&0xdead_beef_u32.to_le_bytes());
+        tail[at + 8..at + 16].copy_from_slice(&(TICKS + 2).to_le_bytes());
+        tail[at + 24..at + 28].copy_from_slice(&count.to_le_bytes());
+        tail[at + 28] = 3;
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&tail);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Journal::open(&path, SyncPolicy::EveryTick).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            JournalError::Undecided { offset, after_tick: TICKS, bytes: b, .. }
+                if offset == len && b == tail.len() as u64
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("too many record-like headers"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "file was modified");
+}

@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use lockgrid_kernel::{Command, Config, Snapshot};
+use tracing::warn;
 
 use super::storage::{Opened, Storage, StorageError};
 use crate::journal::{Journal, JournalReader, Record, SyncPolicy};
 use crate::store::{
-    journal_path, list_snapshots, read_snapshot, snapshot_dir, snapshot_file_name, write_snapshot,
+    journal_path, list_snapshots, read_snapshot, refuse_orphan_snapshots,
+    remove_leftover_temp_files, snapshot_dir, snapshot_file_name, write_snapshot,
 };
 
 /// The data folder of `lockgrid serve`: `journal.lgj` and `snapshots/`.
@@ -16,10 +18,19 @@ use crate::store::{
 /// undone), snapshots are written atomically (temporary file, fsync,
 /// rename, fsync of the folder) and only the newest `keep_snapshots` are
 /// kept. A missing snapshots folder is created again at the next snapshot.
+///
+/// Opening the folder removes the temporary files an interrupted writer
+/// left there ([`removed_temp_files`](Self::removed_temp_files), each also
+/// logged) and refuses snapshots without a journal: they belong to a world
+/// whose journal is gone ([`StoreError::OrphanSnapshots`](crate::store::StoreError::OrphanSnapshots)),
+/// unless [`discard_orphan_snapshots`](Self::discard_orphan_snapshots) says
+/// to delete them.
 pub struct FileStorage {
     dir: PathBuf,
     policy: SyncPolicy,
     keep_snapshots: usize,
+    discard_orphan_snapshots: bool,
+    removed_temp_files: Vec<PathBuf>,
     journal: Option<Journal>,
 }
 
@@ -31,8 +42,23 @@ impl FileStorage {
             dir: dir.to_owned(),
             policy,
             keep_snapshots,
+            discard_orphan_snapshots: false,
+            removed_temp_files: Vec::new(),
             journal: None,
         }
+    }
+
+    /// With `discard`, snapshots found without a journal are deleted (the
+    /// operator chose a new world there) instead of refused.
+    pub fn discard_orphan_snapshots(mut self, discard: bool) -> FileStorage {
+        self.discard_orphan_snapshots = discard;
+        self
+    }
+
+    /// The temporary files of an interrupted writer that
+    /// [`Storage::open`] removed.
+    pub fn removed_temp_files(&self) -> &[PathBuf] {
+        &self.removed_temp_files
     }
 
     /// The data folder.
@@ -63,18 +89,17 @@ impl FileStorage {
 
 impl Storage for FileStorage {
     fn open(&mut self) -> Result<Option<Opened>, StorageError> {
+        // Leftovers are garbage nobody reads: failing to remove them is
+        // worth a warning, not a server that refuses to start.
+        self.removed_temp_files = remove_leftover_temp_files(&self.dir).unwrap_or_else(|e| {
+            warn!(dir = %self.dir.display(), "cannot remove leftover temporary files: {e}");
+            Vec::new()
+        });
         let path = journal_path(&self.dir);
         if !path.exists() {
             // Snapshots without their journal are another world's leftovers:
             // starting a new world beside them would mix two histories.
-            let orphans = list_snapshots(&snapshot_dir(&self.dir))?;
-            if let Some((tick, _)) = orphans.last() {
-                return Err(StorageError::Refused(format!(
-                    "{} holds {} snapshot(s) (the newest of tick {tick}) but no journal; move them away to start a new world there",
-                    self.dir.display(),
-                    orphans.len()
-                )));
-            }
+            refuse_orphan_snapshots(&self.dir, self.discard_orphan_snapshots)?;
             return Ok(None);
         }
         let (journal, report) = Journal::open(&path, self.policy)?;
@@ -115,9 +140,8 @@ impl Storage for FileStorage {
     }
 
     fn write_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), StorageError> {
-        let dir = snapshot_dir(&self.dir);
-        std::fs::create_dir_all(&dir)?;
-        write_snapshot(&dir, snapshot)?;
+        // The writer recreates a missing folder and says which step failed.
+        write_snapshot(&snapshot_dir(&self.dir), snapshot)?;
         self.prune()
     }
 
@@ -131,6 +155,13 @@ impl Storage for FileStorage {
     fn read_snapshot(&mut self, tick: u64) -> Result<Snapshot, StorageError> {
         let path = snapshot_dir(&self.dir).join(snapshot_file_name(tick));
         Ok(read_snapshot(&path)?)
+    }
+
+    fn snapshot_place(&self, tick: u64) -> String {
+        snapshot_dir(&self.dir)
+            .join(snapshot_file_name(tick))
+            .display()
+            .to_string()
     }
 
     fn close(&mut self) -> Result<(), StorageError> {

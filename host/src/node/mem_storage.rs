@@ -310,6 +310,10 @@ impl Storage for MemStorage {
         Ok(snapshot)
     }
 
+    fn snapshot_place(&self, tick: u64) -> String {
+        format!("of tick {tick} on the simulated disk")
+    }
+
     fn close(&mut self) -> Result<(), StorageError> {
         self.sync()
     }

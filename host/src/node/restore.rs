@@ -1,5 +1,6 @@
-//! Opening a node's world from its storage: the newest usable snapshot,
-//! then the journal after it, every digest checked.
+//! Opening a node's world from its storage: the newest usable snapshot
+//! ([`restore_newest_in`], the one restore of the crate), then the journal
+//! after it, every digest checked.
 
 use core::fmt;
 
@@ -7,18 +8,21 @@ use lockgrid_kernel::{Config, Event, World};
 
 use super::storage::{Storage, StorageError};
 use super::NodeError;
+use crate::store::{restore_newest_in, PassedOver, PassedOverReason, Restored};
 
 /// What opening the storage did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct RestoreReport {
     /// The storage held no journal: a new one was created.
     pub created: bool,
     /// What was cut off the journal's end, if anything.
     pub cut: Option<String>,
-    /// The tick of the snapshot the world was restored from, if any.
-    pub snapshot: Option<u64>,
-    /// Snapshots passed over, newest first: tick and reason.
-    pub skipped: Vec<(u64, String)>,
+    /// The snapshot the world was restored from (tick and place), if any.
+    pub snapshot: Option<(u64, String)>,
+    /// Snapshots passed over, newest first, each with its reason.
+    pub passed_over: Vec<PassedOver>,
+    /// Why the snapshots could not be listed, if they could not.
+    pub unlisted: Option<String>,
     /// Ticks re-run from the journal.
     pub replayed: u64,
     /// The tick the world is at now.
@@ -33,11 +37,14 @@ impl fmt::Display for RestoreReport {
         if let Some(cut) = &self.cut {
             write!(f, "journal: cut off {cut}; ")?;
         }
-        for (tick, why) in &self.skipped {
-            write!(f, "skipped the snapshot of tick {tick}: {why}; ")?;
+        if let Some(why) = &self.unlisted {
+            write!(f, "the snapshots cannot be listed ({why}); ")?;
         }
-        match self.snapshot {
-            Some(tick) => write!(f, "restored tick {tick} from its snapshot")?,
+        for passed in &self.passed_over {
+            write!(f, "skipped {passed}; ")?;
+        }
+        match &self.snapshot {
+            Some((tick, place)) => write!(f, "restored tick {tick} from snapshot {place}")?,
             None => f.write_str("started from an empty world")?,
         }
         write!(
@@ -51,9 +58,10 @@ impl fmt::Display for RestoreReport {
 /// Opens `storage`: a storage without a journal gets a new one for a world
 /// of `config`; otherwise the world is the journal's, restored from the
 /// newest snapshot that reads, restores and agrees with the journal's
-/// digest, and stepped through every later journaled tick. A snapshot is
-/// a cache, so one that cannot be used is skipped and reported; a journal
-/// whose own ticks do not replay to their digests is an error.
+/// digest ([`restore_newest_in`]), and stepped through every later
+/// journaled tick. A snapshot is a cache, so one that cannot be used is
+/// passed over and reported; a journal whose own ticks do not replay to
+/// their digests is an error.
 pub fn restore<S: Storage>(
     storage: &mut S,
     config: &Config,
@@ -70,76 +78,46 @@ pub fn restore<S: Storage>(
             },
         ));
     };
-    let mut report = RestoreReport {
+    let Restored {
+        world,
+        snapshot,
+        mut passed_over,
+        unlisted,
+    } = restore_newest_in(storage, &opened.config, opened.last_tick)?;
+    for passed in &mut passed_over {
+        // Asked for the journal's last tick: anything newer is past its end.
+        if let PassedOverReason::NewerThanWanted { wanted } = passed.reason {
+            passed.reason = PassedOverReason::PastJournalEnd { last: wanted };
+        }
+    }
+    let (world, replayed) = catch_up(storage, world)?;
+    let report = RestoreReport {
+        created: false,
         cut: opened.cut,
-        ..RestoreReport::default()
+        snapshot,
+        passed_over,
+        unlisted: unlisted.map(|e| e.to_string()),
+        replayed,
+        tick: world.tick(),
     };
-    let ticks = match storage.snapshots() {
-        Ok(t) => t,
-        Err(e) => {
-            report
-                .skipped
-                .push((0, format!("the snapshots cannot be listed: {e}")));
-            Vec::new()
-        }
-    };
-    for tick in ticks.into_iter().rev().filter(|&t| t <= opened.last_tick) {
-        let world = match storage.read_snapshot(tick) {
-            Err(e) => Err(e.to_string()),
-            Ok(s) if s.config != opened.config => {
-                Err("its config differs from the journal's".to_owned())
-            }
-            Ok(s) => World::restore(&s).map_err(|e| e.to_string()),
-        };
-        match world.map(|w| catch_up(storage, w, true)) {
-            Ok(Ok(Some((world, replayed)))) => {
-                report.snapshot = Some(tick);
-                report.replayed = replayed;
-                report.tick = world.tick();
-                return Ok((world, report));
-            }
-            Ok(Ok(None)) => report
-                .skipped
-                .push((tick, "its digest differs from the journal's".to_owned())),
-            Ok(Err(e)) => return Err(e),
-            Err(why) => report.skipped.push((tick, why)),
-        }
+    if report.tick != opened.last_tick {
+        return Err(NodeError::Storage(StorageError::Damaged(format!(
+            "the journal ends at tick {}, but its records replay only to tick {}",
+            opened.last_tick, report.tick
+        ))));
     }
-    let world =
-        World::new(opened.config).map_err(|e| NodeError::Config(format!("journal config: {e}")))?;
-    match catch_up(storage, world, false)? {
-        Some((world, replayed)) => {
-            report.replayed = replayed;
-            report.tick = world.tick();
-            Ok((world, report))
-        }
-        // Only a start digest can disagree, and none was checked.
-        None => Err(NodeError::Storage(StorageError::Damaged(
-            "the journal disagrees with an empty world".into(),
-        ))),
-    }
+    Ok((world, report))
 }
 
-/// Steps `world` through every journaled tick after its own. With
-/// `check_start`, the journal's digest at the world's tick must equal the
-/// world's (else `None`: the snapshot does not belong to this journal).
-fn catch_up<S: Storage>(
-    storage: &mut S,
-    mut world: World,
-    check_start: bool,
-) -> Result<Option<(World, u64)>, NodeError> {
+/// Steps `world` through every journaled tick after its own, checking each
+/// digest; returns it and the number of ticks stepped.
+fn catch_up<S: Storage>(storage: &mut S, mut world: World) -> Result<(World, u64), NodeError> {
     let start = world.tick();
     let mut events: Vec<Event> = Vec::new();
     let mut replayed = 0;
     for record in storage.records()? {
         let record = record?;
-        if record.tick < start {
-            continue;
-        }
-        if record.tick == start {
-            if check_start && record.digest != world.digest() {
-                return Ok(None);
-            }
+        if record.tick <= start {
             continue;
         }
         events.clear();
@@ -153,5 +131,5 @@ fn catch_up<S: Storage>(
         }
         replayed += 1;
     }
-    Ok(Some((world, replayed)))
+    Ok((world, replayed))
 }

@@ -15,7 +15,7 @@ use std::io;
 use lockgrid_kernel::{Command, Config, Snapshot};
 
 use crate::journal::{JournalError, Record};
-use crate::store::SnapshotError;
+use crate::store::{SnapshotError, StoreError};
 
 /// What [`Storage::open`] found in a storage that already holds a journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +67,12 @@ pub trait Storage {
     /// Reads and checks the snapshot of `tick`.
     fn read_snapshot(&mut self, tick: u64) -> Result<Snapshot, StorageError>;
 
+    /// Where the snapshot of `tick` is, said for people (a file's path, a
+    /// place on a simulated disk): what reports of passed-over snapshots show.
+    fn snapshot_place(&self, tick: u64) -> String {
+        format!("of tick {tick}")
+    }
+
     /// Makes everything durable and releases the storage.
     fn close(&mut self) -> Result<(), StorageError>;
 }
@@ -85,6 +91,9 @@ pub enum StorageError {
     Damaged(String),
     /// The storage is in a state the node cannot start from.
     Refused(String),
+    /// The data folder refused (snapshots without a journal, say) or
+    /// holds a journal whose config cannot build a world.
+    Store(StoreError),
 }
 
 impl fmt::Display for StorageError {
@@ -95,6 +104,7 @@ impl fmt::Display for StorageError {
             StorageError::Snapshot(e) => write!(f, "snapshot: {e}"),
             StorageError::Damaged(m) => write!(f, "damaged: {m}"),
             StorageError::Refused(m) => f.write_str(m),
+            StorageError::Store(e) => write!(f, "{e}"),
         }
     }
 }
@@ -105,6 +115,7 @@ impl std::error::Error for StorageError {
             StorageError::Io(e) => Some(e),
             StorageError::Journal(e) => Some(e),
             StorageError::Snapshot(e) => Some(e),
+            StorageError::Store(e) => Some(e),
             StorageError::Damaged(_) | StorageError::Refused(_) => None,
         }
     }
@@ -119,6 +130,12 @@ impl From<io::Error> for StorageError {
 impl From<JournalError> for StorageError {
     fn from(e: JournalError) -> Self {
         StorageError::Journal(e)
+    }
+}
+
+impl From<StoreError> for StorageError {
+    fn from(e: StoreError) -> Self {
+        StorageError::Store(e)
     }
 }
 

@@ -5,6 +5,7 @@ use lockgrid_protocol::Instant;
 
 use super::{restore, MemStorage, Node, NodeConfig, Storage};
 use crate::serve::DefaultRules;
+use crate::store::PassedOverReason;
 
 fn run_node(storage: MemStorage, ticks: u64) -> (MemStorage, u64) {
     let config = NodeConfig {
@@ -44,12 +45,25 @@ fn restore_passes_over_unusable_snapshots_and_says_why() {
     disk.write_snapshot(&other.snapshot()).expect("written");
     let (world, report) = restore(&mut disk, &Config::default()).expect("restores");
     assert_eq!((world.tick(), world.digest()), (30, digest));
-    assert_eq!(report.snapshot, Some(10), "{report}");
+    assert_eq!(report.snapshot.as_ref().map(|s| s.0), Some(10), "{report}");
     assert_eq!(report.replayed, 20);
-    let skipped: Vec<u64> = report.skipped.iter().map(|s| s.0).collect();
+    let skipped: Vec<u64> = report.passed_over.iter().map(|p| p.tick).collect();
     assert_eq!(skipped, vec![30, 20], "{report}");
-    assert!(report.skipped[0].1.contains("CRC"), "{report}");
-    assert!(report.skipped[1].1.contains("config"), "{report}");
+    assert!(
+        matches!(
+            report.passed_over[0].reason,
+            PassedOverReason::Unreadable(_)
+        ),
+        "{report}"
+    );
+    assert!(
+        report.passed_over[0].to_string().contains("CRC"),
+        "{report}"
+    );
+    assert!(
+        matches!(report.passed_over[1].reason, PassedOverReason::OtherConfig),
+        "{report}"
+    );
 }
 
 #[test]
@@ -67,7 +81,17 @@ fn a_snapshot_of_another_history_is_passed_over() {
     let (world, report) = restore(&mut disk, &Config::default()).expect("restores");
     assert_eq!(world.digest(), digest);
     assert_eq!(report.snapshot, None, "{report}");
-    assert!(report.skipped[0].1.contains("digest"), "{report}");
+    assert!(
+        matches!(
+            report.passed_over[0].reason,
+            PassedOverReason::OtherHistory { .. }
+        ),
+        "{report}"
+    );
+    assert!(
+        report.passed_over[0].to_string().contains("digest"),
+        "{report}"
+    );
 }
 
 #[test]

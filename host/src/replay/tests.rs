@@ -4,8 +4,9 @@ use lockgrid_kernel::{Command, Fix, Pos, Spawn};
 
 use super::*;
 use crate::journal::{Journal, SyncPolicy};
+use crate::node::{restore, FileStorage, Storage};
 use crate::run::run_with;
-use crate::store::{recover, Recorder, StoreOptions};
+use crate::store::{Recorder, StoreOptions};
 
 fn town_square() -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/town_square.json");
@@ -18,6 +19,7 @@ fn record(dir: &Path, scenario: &Scenario, snapshot_every: u64) -> Vec<u64> {
         sync: SyncPolicy::Never,
         snapshot_every,
         keep_snapshots: 0,
+        ..StoreOptions::default()
     };
     let mut recorder = Recorder::create(dir, &scenario.config, options).unwrap();
     let mut digests = Vec::new();
@@ -153,20 +155,130 @@ fn without_snapshots_the_touched_entities_are_shown() {
 }
 
 #[test]
-fn a_snapshot_that_disagrees_with_the_replay_is_reported() {
+fn a_tampered_snapshot_is_named_and_the_journal_still_verifies() {
     let dir = tempfile::tempdir().unwrap();
     record(dir.path(), &town_square(), 10);
     let path = snapshot_dir(dir.path()).join(crate::store::snapshot_file_name(20));
     let mut s = read_snapshot(&path).unwrap();
     s.entities[0].state.speed = Fix::from_num(99);
     crate::store::write_snapshot(&snapshot_dir(dir.path()), &s).unwrap();
-    let desync = verify_all(dir.path()).desync.expect("no desync");
-    assert_eq!(desync.tick, 20);
-    assert!(matches!(desync.kind, DesyncKind::Snapshot { .. }));
-    assert!(
-        desync.to_string().contains("speed      recorded 99\n"),
-        "{desync}"
+    let v = verify_all(dir.path());
+    assert!(v.desync.is_none(), "{:?}", v.desync);
+    assert_eq!((v.ticks, v.snapshots_checked), (40, 3));
+    let [passed] = v.passed_over.as_slice() else {
+        panic!("{:?}", v.passed_over)
+    };
+    assert_eq!(
+        (passed.tick, passed.place.as_str()),
+        (20, path.display().to_string().as_str())
     );
+    assert!(
+        matches!(passed.reason, PassedOverReason::Restore(_)),
+        "{passed}"
+    );
+    assert!(!passed.reason.is_foreign());
+}
+
+/// Another data folder of `town_square` in which tick 5 also spawns an NPC:
+/// same config, another history from tick 5 on.
+fn other_history(dir: &Path) {
+    let mut scenario = town_square();
+    scenario.ticks[4].push(Command::Spawn(Spawn::npc(4242, Pos::from_ints(1, 1))));
+    record(dir, &scenario, 10);
+}
+
+#[test]
+fn snapshots_of_another_history_or_world_are_foreign_not_a_desync() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let other = tempfile::tempdir().unwrap();
+    other_history(other.path());
+    let snaps = snapshot_dir(dir.path());
+    let name20 = crate::store::snapshot_file_name(20);
+    std::fs::copy(
+        snapshot_dir(other.path()).join(&name20),
+        snaps.join(&name20),
+    )
+    .unwrap();
+    // A snapshot of another world (other config) at tick 30.
+    let mut s = read_snapshot(&snaps.join(crate::store::snapshot_file_name(30))).unwrap();
+    s.config.width_cells += 1;
+    crate::store::write_snapshot(&snaps, &s).unwrap();
+    // And one past the journal's end.
+    let mut s = read_snapshot(&snaps.join(crate::store::snapshot_file_name(40))).unwrap();
+    s.tick = 50;
+    crate::store::write_snapshot(&snaps, &s).unwrap();
+
+    let v = verify_all(dir.path());
+    assert!(v.desync.is_none(), "{:?}", v.desync);
+    assert_eq!((v.ticks, v.snapshots_checked), (40, 2));
+    let reasons: Vec<(u64, bool, String)> = v
+        .passed_over
+        .iter()
+        .map(|p| (p.tick, p.reason.is_foreign(), p.reason.to_string()))
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons.iter().all(|r| r.1), "{reasons:?}");
+    assert_eq!(
+        reasons.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [20, 30, 50]
+    );
+    assert!(reasons[0].2.contains("another history"), "{reasons:?}");
+    assert!(reasons[1].2.contains("world config differs"), "{reasons:?}");
+    assert!(
+        reasons[2].2.contains("past the journal's last tick 40"),
+        "{reasons:?}"
+    );
+
+    // Starting after them: the foreign ones are passed over, newest first,
+    // and the replay starts from the snapshot of tick 10.
+    let v = verify(dir.path(), TickRange { from: 35, to: None }, |_, _| {}).unwrap();
+    assert!(v.desync.is_none(), "{:?}", v.desync);
+    assert_eq!(v.started_from.map(|s| s.0), Some(10));
+    let ticks: Vec<u64> = v.passed_over.iter().map(|p| p.tick).collect();
+    assert_eq!(ticks, [30, 20, 50]);
+}
+
+#[test]
+fn restore_names_every_snapshot_it_passes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let snaps = snapshot_dir(dir.path());
+    let snap30 = snaps.join(crate::store::snapshot_file_name(30));
+    let mut bytes = std::fs::read(&snap30).unwrap();
+    bytes[50] ^= 1;
+    std::fs::write(&snap30, bytes).unwrap();
+    let restored = crate::store::restore_newest(dir.path(), 35).unwrap();
+    assert_eq!(restored.snapshot.as_ref().map(|s| s.0), Some(20));
+    assert_eq!(restored.world.tick(), 20);
+    let reasons: Vec<String> = restored.passed_over.iter().map(|p| p.to_string()).collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons[0].contains("newer than tick 35"), "{reasons:?}");
+    assert!(
+        reasons[1].contains("unreadable: snapshot CRC mismatch"),
+        "{reasons:?}"
+    );
+    // Nothing usable: an empty world of the journal's config.
+    let restored = crate::store::restore_newest(dir.path(), 9).unwrap();
+    assert_eq!((restored.snapshot, restored.world.tick()), (None, 0));
+}
+
+#[test]
+fn every_snapshot_unusable_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    for (_, path) in list_snapshots(&snapshot_dir(dir.path())).unwrap() {
+        std::fs::write(&path, b"LGSNAPSH").unwrap();
+    }
+    let v = verify_all(dir.path());
+    assert!(v.desync.is_none());
+    assert_eq!(
+        (v.ticks, v.snapshots_checked, v.passed_over.len()),
+        (40, 0, 4)
+    );
+    assert!(v.passed_over.iter().all(|p| p
+        .to_string()
+        .contains("unreadable: truncated snapshot file")));
 }
 
 #[test]
@@ -262,7 +374,10 @@ fn exported_scenarios_reproduce_the_run() {
     assert_eq!(sorted(&exported), sorted(&original));
     assert!(matches!(
         export_scenario(dir.path(), TickRange { from: 99, to: None }),
-        Err(StoreError::NoSuchTick { tick: 98, last: 40 })
+        Err(StoreError::Range(RangeError::FromPastEnd {
+            from: 99,
+            last: 40
+        }))
     ));
 }
 
@@ -287,23 +402,39 @@ fn recovery_uses_the_newest_good_snapshot_and_checks_digests() {
     bytes[last] ^= 0xff;
     std::fs::write(&snap30, bytes).unwrap();
 
-    let options = StoreOptions {
-        sync: SyncPolicy::EveryTick,
-        snapshot_every: 10,
-        keep_snapshots: 0,
-    };
-    let (mut world, mut recorder, report) = recover(dir.path(), options).unwrap();
-    assert!(report.torn_tail.is_some());
+    let mut storage = FileStorage::new(dir.path(), SyncPolicy::EveryTick, 0);
+    let (mut world, report) = restore(&mut storage, &scenario.config).unwrap();
+    assert!(report.cut.is_some());
     assert_eq!(report.snapshot.as_ref().map(|s| s.0), Some(20));
-    assert_eq!(report.skipped.len(), 1);
+    // Newest first: tick 40's snapshot is past the cut journal's end, 30's is damaged.
+    let reasons: Vec<_> = report
+        .passed_over
+        .iter()
+        .map(|p| (p.tick, &p.reason))
+        .collect();
+    assert!(
+        matches!(
+            reasons.as_slice(),
+            [
+                (
+                    40,
+                    crate::store::PassedOverReason::PastJournalEnd { last: 39 }
+                ),
+                (30, crate::store::PassedOverReason::Unreadable(_))
+            ]
+        ),
+        "{reasons:?}"
+    );
     assert_eq!((report.replayed, report.tick), (19, 39));
     assert_eq!(world.digest(), digests[38]);
     // The host re-runs tick 40 and carries on; the journal agrees again.
     let mut events = Vec::new();
     let r = world.step(&scenario.ticks[39], &mut events);
     assert_eq!(r.digest, digests[39]);
-    recorder.record(&world, &scenario.ticks[39], &r).unwrap();
-    recorder.close().unwrap();
+    storage
+        .append(r.tick, &scenario.ticks[39], r.digest)
+        .unwrap();
+    storage.close().unwrap();
     let v = verify_all(dir.path());
     assert_eq!((v.ticks, v.desync), (40, None));
     let text = report.to_string();
@@ -323,4 +454,48 @@ fn errors_chain_down_to_the_operating_system() {
     }
     assert_eq!(chain.len(), 4, "{chain:?}");
     assert_eq!(chain.last().map(String::as_str), Some("disk on fire"));
+}
+
+#[test]
+fn tick_ranges_are_checked_against_the_journal() {
+    let range = |from, to| TickRange { from, to };
+    assert_eq!(range(1, None).check(0), Ok(()));
+    assert_eq!(range(0, None).check(40), Ok(()));
+    assert_eq!(range(40, Some(40)).check(40), Ok(()));
+    assert_eq!(
+        range(2, None).check(0),
+        Err(RangeError::FromPastEnd { from: 2, last: 0 })
+    );
+    assert_eq!(
+        range(10, Some(5)).check(40),
+        Err(RangeError::FromAfterTo { from: 10, to: 5 })
+    );
+    // Past the end and inverted: the start is named first.
+    assert_eq!(
+        range(50, Some(45)).check(40),
+        Err(RangeError::FromAfterTo { from: 50, to: 45 })
+    );
+    assert_eq!(
+        range(50, Some(60)).check(40),
+        Err(RangeError::FromPastEnd { from: 50, last: 40 })
+    );
+    assert_eq!(
+        range(1, Some(41)).check(40),
+        Err(RangeError::ToPastEnd { to: 41, last: 40 })
+    );
+    assert_eq!(
+        RangeError::FromPastEnd { from: 2, last: 0 }.to_string(),
+        "--from 2 is past the journal's last tick 0 (it holds no tick yet)"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    record(dir.path(), &town_square(), 10);
+    let err = export_scenario(dir.path(), range(41, None)).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            StoreError::Range(RangeError::FromPastEnd { from: 41, last: 40 })
+        ),
+        "{err:?}"
+    );
 }

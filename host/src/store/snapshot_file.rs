@@ -37,6 +37,13 @@ pub enum SnapshotError {
     HeaderMismatch,
     /// The kernel refused the state.
     Restore(RestoreError),
+    /// Writing a snapshot failed at this step (its temporary file removed).
+    Write {
+        /// The step that failed.
+        step: WriteStep,
+        /// The operating system's error.
+        error: io::Error,
+    },
 }
 
 impl fmt::Display for SnapshotError {
@@ -55,6 +62,7 @@ impl fmt::Display for SnapshotError {
                 f.write_str("snapshot header disagrees with its payload")
             }
             SnapshotError::Restore(e) => write!(f, "snapshot cannot be restored: {e}"),
+            SnapshotError::Write { step, error } => write!(f, "{step}: {error}"),
         }
     }
 }
@@ -65,6 +73,7 @@ impl std::error::Error for SnapshotError {
             SnapshotError::Io(e) => Some(e),
             SnapshotError::Decode(e) => Some(e),
             SnapshotError::Restore(e) => Some(e),
+            SnapshotError::Write { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -82,7 +91,10 @@ pub fn snapshot_file_name(tick: u64) -> String {
 }
 
 /// Writes `snapshot` into folder `dir` atomically: temporary file, fsync,
-/// rename over the final name, fsync of the folder.
+/// rename over the final name, fsync of the folder. The folder is created
+/// when missing (snapshots are a cache: someone may have removed it). On
+/// any failure the temporary file is removed, so a full disk leaves nothing
+/// behind, and the error says which step failed.
 pub fn write_snapshot(dir: &Path, snapshot: &Snapshot) -> Result<PathBuf, SnapshotError> {
     let payload = postcard::to_stdvec(snapshot).map_err(SnapshotError::Decode)?;
     let mut bytes = Vec::with_capacity(SNAPSHOT_HEADER_LEN + payload.len());
@@ -101,14 +113,55 @@ pub fn write_snapshot(dir: &Path, snapshot: &Snapshot) -> Result<PathBuf, Snapsh
     let name = snapshot_file_name(snapshot.tick);
     let path = dir.join(&name);
     let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
+    let step = |step: WriteStep| move |error: io::Error| SnapshotError::Write { step, error };
+    fs::create_dir_all(dir).map_err(step(WriteStep::CreateFolder))?;
+    let written = File::create(&tmp)
+        .map_err(step(WriteStep::Create))
+        .and_then(|mut f| {
+            f.write_all(&bytes).map_err(step(WriteStep::Write))?;
+            f.sync_all().map_err(step(WriteStep::Sync))
+        })
+        .and_then(|()| fs::rename(&tmp, &path).map_err(step(WriteStep::Rename)));
+    if let Err(e) = written {
+        // Best effort: the write already failed, and a leftover is also
+        // removed at the next start.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    fs::rename(&tmp, &path)?;
-    sync_parent(&path)?;
+    sync_parent(&path).map_err(step(WriteStep::SyncFolder))?;
     Ok(path)
+}
+
+/// The step of [`write_snapshot`] that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteStep {
+    /// Creating the snapshots folder.
+    CreateFolder,
+    /// Creating the temporary file.
+    Create,
+    /// Writing it (a full disk fails here).
+    Write,
+    /// Syncing it to the disk.
+    Sync,
+    /// Renaming it over the final name.
+    Rename,
+    /// Syncing the folder after the rename (the snapshot is in place but
+    /// may not survive a power loss).
+    SyncFolder,
+}
+
+impl fmt::Display for WriteStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WriteStep::CreateFolder => "cannot create the snapshots folder",
+            WriteStep::Create => "cannot create the temporary file",
+            WriteStep::Write => "cannot write the temporary file",
+            WriteStep::Sync => "cannot sync the temporary file",
+            WriteStep::Rename => "cannot rename the temporary file into place",
+            WriteStep::SyncFolder => "cannot sync the snapshots folder",
+        })
+    }
 }
 
 /// Reads and checks a snapshot file (not yet restored into a world).
@@ -228,5 +281,82 @@ mod tests {
             std::fs::write(&path, &good[..cut]).unwrap();
             assert!(read_snapshot(&path).is_err(), "cut at {cut} accepted");
         }
+    }
+
+    #[test]
+    fn a_missing_folder_is_recreated() {
+        let dir = tempfile::tempdir().unwrap();
+        let snaps = dir.path().join("snapshots");
+        let path = write_snapshot(&snaps, &snapshot()).unwrap();
+        assert_eq!(read_snapshot(&path).unwrap(), snapshot());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file_and_says_which_step() {
+        let dir = tempfile::tempdir().unwrap();
+        // The final name is taken by a folder: the rename fails after the
+        // temporary file was written and synced.
+        let blocker = dir.path().join(snapshot_file_name(1));
+        std::fs::create_dir(&blocker).unwrap();
+        std::fs::write(blocker.join("keep"), b"x").unwrap();
+        let err = write_snapshot(dir.path(), &snapshot()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Write {
+                    step: WriteStep::Rename,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err
+            .to_string()
+            .starts_with("cannot rename the temporary file into place: "));
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [blocker.file_name().unwrap()]);
+
+        // The snapshots "folder" is a file: it cannot be created.
+        let file = dir.path().join("not-a-folder");
+        std::fs::write(&file, b"").unwrap();
+        let err = write_snapshot(&file.join("snapshots"), &snapshot()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Write {
+                    step: WriteStep::CreateFolder,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_full_disk_leaves_no_temporary_file() {
+        // /dev/full fails every write with ENOSPC, like a full disk.
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let name = snapshot_file_name(1);
+        std::os::unix::fs::symlink(full, dir.path().join(format!(".{name}.tmp"))).unwrap();
+        let err = write_snapshot(dir.path(), &snapshot()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Write {
+                    step: WriteStep::Write | WriteStep::Sync,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
