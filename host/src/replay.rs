@@ -16,7 +16,7 @@ use crate::journal::{JournalReader, Record};
 use crate::jsonl;
 use crate::scenario::Scenario;
 use crate::store::{
-    journal_path, list_snapshots, read_snapshot, restore_newest, snapshot_dir, PassedOver,
+    journal_path, judge, list_snapshots, read_snapshot, restore_newest, snapshot_dir, PassedOver,
     PassedOverReason, Restored, StoreError,
 };
 
@@ -456,16 +456,14 @@ fn check_snapshot(
     world: &World,
 ) -> Result<Option<lockgrid_kernel::Snapshot>, PassedOverReason> {
     let recorded = read_snapshot(path).map_err(|e| PassedOverReason::Unreadable(e.into()))?;
-    if recorded.config != *config {
-        return Err(PassedOverReason::OtherConfig);
-    }
-    if recorded.digest != journaled {
-        return Err(PassedOverReason::OtherHistory {
-            snapshot: recorded.digest,
-            journaled,
-        });
-    }
-    World::restore(&recorded).map_err(PassedOverReason::Restore)?;
+    // The journal reaches this tick: it is the replayed world's.
+    judge(
+        &recorded,
+        world.tick(),
+        config,
+        Some(journaled),
+        world.tick(),
+    )?;
     Ok((recorded != world.snapshot()).then_some(recorded))
 }
 

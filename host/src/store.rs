@@ -22,6 +22,7 @@ use lockgrid_kernel::{Command, Config, TickReport, World};
 use crate::journal::{JournalError, SyncPolicy};
 
 pub use leftovers::remove_leftover_temp_files;
+pub(crate) use restore::judge;
 pub use restore::{restore_newest, restore_newest_in, PassedOver, PassedOverReason, Restored};
 pub use snapshot_file::{
     list_snapshots, read_snapshot, snapshot_file_name, write_snapshot, SnapshotError, WriteStep,

@@ -8,7 +8,7 @@ use core::fmt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use lockgrid_kernel::{Config, RestoreError, World};
+use lockgrid_kernel::{Config, RestoreError, Snapshot, World};
 
 use super::{journal_path, StoreError};
 use crate::journal::JournalReader;
@@ -168,29 +168,20 @@ pub fn restore_newest_in<S: Storage + ?Sized>(
     let (digests, last) = journaled_digests(storage, config, &candidates)?;
     for tick in candidates {
         let place = storage.snapshot_place(tick);
-        let reason = match storage.read_snapshot(tick) {
-            Err(e) => PassedOverReason::Unreadable(e),
-            Ok(s) if s.config != *config => PassedOverReason::OtherConfig,
-            Ok(s) => match digests.get(&tick) {
-                None => PassedOverReason::PastJournalEnd { last },
-                Some(&journaled) if journaled != s.digest || s.tick != tick => {
-                    PassedOverReason::OtherHistory {
-                        snapshot: s.digest,
-                        journaled,
-                    }
-                }
-                Some(_) => match World::restore(&s) {
-                    Ok(world) => {
-                        return Ok(Restored {
-                            world,
-                            snapshot: Some((tick, place)),
-                            passed_over,
-                            unlisted,
-                        })
-                    }
-                    Err(e) => PassedOverReason::Restore(e),
-                },
-            },
+        let judged = storage
+            .read_snapshot(tick)
+            .map_err(PassedOverReason::Unreadable)
+            .and_then(|s| judge(&s, tick, config, digests.get(&tick).copied(), last));
+        let reason = match judged {
+            Ok(world) => {
+                return Ok(Restored {
+                    world,
+                    snapshot: Some((tick, place)),
+                    passed_over,
+                    unlisted,
+                })
+            }
+            Err(reason) => reason,
         };
         passed_over.push(PassedOver {
             tick,
@@ -204,6 +195,33 @@ pub fn restore_newest_in<S: Storage + ?Sized>(
         passed_over,
         unlisted,
     })
+}
+
+/// Whether snapshot `s`, stored as the snapshot of `tick`, belongs to the
+/// journal of `config` whose digest at `tick` is `journaled` (`None`: the
+/// journal, which ends at tick `last`, does not reach it), and restores:
+/// the world it holds, or why it cannot be used. Replay judges the
+/// snapshots it compares against by the same rule.
+pub(crate) fn judge(
+    s: &Snapshot,
+    tick: u64,
+    config: &Config,
+    journaled: Option<u64>,
+    last: u64,
+) -> Result<World, PassedOverReason> {
+    if s.config != *config {
+        return Err(PassedOverReason::OtherConfig);
+    }
+    let Some(journaled) = journaled else {
+        return Err(PassedOverReason::PastJournalEnd { last });
+    };
+    if journaled != s.digest || s.tick != tick {
+        return Err(PassedOverReason::OtherHistory {
+            snapshot: s.digest,
+            journaled,
+        });
+    }
+    World::restore(s).map_err(PassedOverReason::Restore)
 }
 
 fn empty_world(config: &Config) -> Result<World, StorageError> {
