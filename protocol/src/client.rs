@@ -16,6 +16,7 @@ use crate::frame::{
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
 use crate::time::Instant;
+use crate::token::ConnectToken;
 use crate::view::View;
 use crate::wire::{varint_len, Writer};
 use crate::Transmit;
@@ -211,6 +212,18 @@ impl<A: Clone + PartialEq> Client<A> {
             events: VecDeque::new(),
             stats: ClientStats::default(),
         })
+    }
+
+    /// A client that connects with a connect token from the game's
+    /// backend: its Hello carries the token's Hello part, and every packet
+    /// after the Hello is sealed with the token's keys.
+    pub fn with_token(
+        config: ClientConfig,
+        server: A,
+        token: &ConnectToken,
+        now: Instant,
+    ) -> Result<Self, InvalidConfig> {
+        Self::new(config, server, token.hello_token(), now)
     }
 
     /// Where the client is.

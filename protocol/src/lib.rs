@@ -113,17 +113,22 @@ pub mod packet;
 mod reason;
 mod server;
 mod time;
+pub mod token;
+mod used_tokens;
 mod view;
 mod wire;
 
 pub use client::{Client, ClientEvent, ClientState, ClientStats, InputError};
-pub use config::{ClientConfig, InvalidConfig, ServerConfig, DEFAULT_MTU, MAX_MTU, MIN_MTU};
+pub use config::{
+    ClientConfig, InvalidConfig, ServerConfig, ServerSecurity, DEFAULT_MTU, MAX_MTU, MIN_MTU,
+};
 pub use error::{BatchError, BufferTooSmall, DecodeError, EncodeError};
 pub use frame::{Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams};
 pub use packet::{Header, Packet, HEADER_LEN, MAGIC, VERSION};
 pub use reason::DisconnectReason;
 pub use server::{ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats};
 pub use time::Instant;
+pub use token::{ConnectToken, PrivateKey, TokenClaims, TokenError, TokenParams};
 pub use view::{Seen, View};
 pub use wire::{unzigzag, varint_len, zigzag};
 

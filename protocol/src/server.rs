@@ -8,12 +8,14 @@ use lockgrid_kernel::{Command, EntityId, Event};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
-use crate::config::{InvalidConfig, ServerConfig};
+use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
 use crate::error::BufferTooSmall;
 use crate::frame::{Frame, InputFrame, TickBatch, Welcome, WorldParams};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
 use crate::time::Instant;
+use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
+use crate::used_tokens::UsedTokens;
 use crate::view::View;
 use crate::wire::Writer;
 use crate::Transmit;
@@ -95,6 +97,12 @@ pub struct ServerStats {
     pub stateless_replies: u64,
     /// Stateless replies dropped because the reply queue was full.
     pub stateless_dropped: u64,
+    /// Hellos refused for their connect token (missing, invalid, expired,
+    /// for another protocol id or server, or used from another address).
+    pub tokens_refused: u64,
+    /// Used tokens forgotten while still alive, because the table of used
+    /// tokens was full ([`ServerSecurity::max_used_tokens`]).
+    pub used_tokens_evicted: u64,
 }
 
 /// Why [`Server::push_tick`] refused a tick; nothing was queued.
@@ -131,6 +139,9 @@ pub enum ConnError {
     AlreadyAccepted,
     /// Another connection acts for this entity.
     EntityInUse,
+    /// The connection's connect token names another entity: a client may
+    /// act only for the entity its token names.
+    NotTokenClient,
 }
 
 impl fmt::Display for ConnError {
@@ -139,6 +150,7 @@ impl fmt::Display for ConnError {
             ConnError::UnknownConnection => "unknown connection",
             ConnError::AlreadyAccepted => "connection already accepted",
             ConnError::EntityInUse => "entity already has a connection",
+            ConnError::NotTokenClient => "entity is not the one the connect token names",
         })
     }
 }
@@ -190,6 +202,8 @@ struct Conn<A> {
     next_input_seq: u64,
     last_input_tick: Option<u64>,
     shadow: View,
+    /// What the connect token said, when the server has a key.
+    claims: Option<TokenClaims>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
     stats: ConnStats,
@@ -219,7 +233,14 @@ pub struct Server<A> {
     cursor: u32,
     route: Vec<Event>,
     rejected: Vec<(EntityId, usize)>,
+    security: Option<Security<A>>,
     stats: ServerStats,
+}
+
+/// The server's key and its memory of used tokens.
+struct Security<A> {
+    config: ServerSecurity,
+    used: UsedTokens<A>,
 }
 
 /// splitmix64: a bijective mixer, so seeded connection ids look random but
@@ -233,6 +254,10 @@ fn mix(mut z: u64) -> u64 {
 
 impl<A: Clone + Ord> Server<A> {
     /// A server for a world with parameters `world`.
+    ///
+    /// It accepts any Hello and hands its token to the host unchecked, and
+    /// its packets travel in clear: for development on a trusted network.
+    /// A server reachable by others uses [`with_security`](Self::with_security).
     pub fn new(config: ServerConfig, world: WorldParams) -> Result<Self, InvalidConfig> {
         config.validate()?;
         Ok(Server {
@@ -249,8 +274,88 @@ impl<A: Clone + Ord> Server<A> {
             cursor: 0,
             route: Vec::new(),
             rejected: Vec::new(),
+            security: None,
             stats: ServerStats::default(),
         })
+    }
+
+    /// A server that accepts only connect tokens minted under
+    /// `security.private_key` for itself, and seals every packet after the
+    /// Hello with the connection's keys. A Hello is refused (and counted in
+    /// [`ServerStats::tokens_refused`]) with the reason the client hears:
+    /// [`TokenMissing`](DisconnectReason::TokenMissing),
+    /// [`TokenInvalid`](DisconnectReason::TokenInvalid),
+    /// [`TokenWrongProtocol`](DisconnectReason::TokenWrongProtocol),
+    /// [`TokenExpired`](DisconnectReason::TokenExpired),
+    /// [`TokenWrongServer`](DisconnectReason::TokenWrongServer) or
+    /// [`TokenReused`](DisconnectReason::TokenReused).
+    pub fn with_security(
+        config: ServerConfig,
+        world: WorldParams,
+        security: ServerSecurity,
+    ) -> Result<Self, InvalidConfig> {
+        security.validate()?;
+        let mut server = Self::new(config, world)?;
+        server.security = Some(Security {
+            used: UsedTokens::new(security.max_used_tokens),
+            config: security,
+        });
+        Ok(server)
+    }
+
+    /// Whether the server checks tokens and seals packets.
+    pub fn is_secure(&self) -> bool {
+        self.security.is_some()
+    }
+
+    /// What a connection's connect token said (client id, user data,
+    /// expiry), when the server has a key: for the host's rules to decide.
+    pub fn token_claims(&self, conn: ConnId) -> Option<&TokenClaims> {
+        self.conns.get(&conn.0).and_then(|c| c.claims.as_ref())
+    }
+
+    /// Checks a Hello's token against the key, the clock, this server and
+    /// the used-token table.
+    fn check_token(
+        &mut self,
+        now: Instant,
+        from: &A,
+        token: &[u8],
+    ) -> Result<Option<TokenClaims>, DisconnectReason> {
+        let Some(sec) = self.security.as_mut() else {
+            return Ok(None);
+        };
+        if token.is_empty() {
+            return Err(DisconnectReason::TokenMissing);
+        }
+        let now_unix = sec.config.unix_secs_at_zero + now.as_micros() / 1_000_000;
+        // The readable fields first: cheap refusals before the AEAD runs.
+        let header = peek_hello_token(token).map_err(|_| DisconnectReason::TokenInvalid)?;
+        if header.protocol_id != sec.config.protocol_id {
+            return Err(DisconnectReason::TokenWrongProtocol);
+        }
+        if header.expire_unix_secs <= now_unix {
+            return Err(DisconnectReason::TokenExpired);
+        }
+        let claims = open_hello_token(&sec.config.private_key, token).map_err(|e| match e {
+            TokenError::Forged
+            | TokenError::WrongLength { .. }
+            | TokenError::UnsupportedVersion(_)
+            | TokenError::Invalid(_) => DisconnectReason::TokenInvalid,
+        })?;
+        if !claims
+            .server_addresses
+            .iter()
+            .any(|a| sec.config.addresses.contains(a))
+        {
+            return Err(DisconnectReason::TokenWrongServer);
+        }
+        let evicted = sec
+            .used
+            .use_token(claims.tag, from, claims.expire_unix_secs, now_unix)
+            .map_err(|_| DisconnectReason::TokenReused)?;
+        self.stats.used_tokens_evicted += evicted;
+        Ok(Some(claims))
     }
 
     /// The configuration.
@@ -389,6 +494,14 @@ impl<A: Clone + Ord> Server<A> {
             self.queue_stateless(from, 0, DisconnectReason::VersionMismatch, len);
             return;
         }
+        let claims = match self.check_token(now, &from, token) {
+            Ok(claims) => claims,
+            Err(reason) => {
+                self.stats.tokens_refused += 1;
+                self.queue_stateless(from, 0, reason, len);
+                return;
+            }
+        };
         if self.conns.len() >= self.config.max_connections {
             self.queue_stateless(from, 0, DisconnectReason::ServerFull, len);
             return;
@@ -413,6 +526,7 @@ impl<A: Clone + Ord> Server<A> {
             next_input_seq: 0,
             last_input_tick: None,
             shadow: View::new(),
+            claims,
             pending: VecDeque::new(),
             pending_bytes: 0,
             stats: ConnStats {
@@ -501,6 +615,9 @@ impl<A: Clone + Ord> Server<A> {
             .ok_or(ConnError::UnknownConnection)?;
         if c.entity.is_some() {
             return Err(ConnError::AlreadyAccepted);
+        }
+        if c.claims.as_ref().is_some_and(|t| t.client_id != entity) {
+            return Err(ConnError::NotTokenClient);
         }
         c.entity = Some(entity);
         c.welcome_due = true;
