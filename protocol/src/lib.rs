@@ -111,6 +111,7 @@ mod error;
 pub mod frame;
 pub mod packet;
 mod reason;
+pub mod seal;
 mod server;
 mod time;
 pub mod token;

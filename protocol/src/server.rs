@@ -13,6 +13,7 @@ use crate::error::BufferTooSmall;
 use crate::frame::{Frame, InputFrame, TickBatch, Welcome, WorldParams};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
+use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
 use crate::used_tokens::UsedTokens;
@@ -86,6 +87,12 @@ pub struct ConnStats {
     pub inputs_delivered: u64,
     /// Commands that named another entity than the connection's, dropped.
     pub foreign_commands: u64,
+    /// Sealed datagrams that failed authentication (altered, forged or
+    /// sealed under another key), dropped silently.
+    pub auth_failed: u64,
+    /// Sealed datagrams whose packet number was already received or is
+    /// older than the replay window, dropped before opening.
+    pub replayed: u64,
 }
 
 /// Server-wide counters.
@@ -103,6 +110,11 @@ pub struct ServerStats {
     /// Used tokens forgotten while still alive, because the table of used
     /// tokens was full ([`ServerSecurity::max_used_tokens`]).
     pub used_tokens_evicted: u64,
+    /// Datagrams that named an open connection's id from another address
+    /// than the connection's, dropped (no connection moves address).
+    pub address_mismatch: u64,
+    /// Sealed datagrams that failed authentication, over all connections.
+    pub auth_failed: u64,
 }
 
 /// Why [`Server::push_tick`] refused a tick; nothing was queued.
@@ -204,6 +216,7 @@ struct Conn<A> {
     shadow: View,
     /// What the connect token said, when the server has a key.
     claims: Option<TokenClaims>,
+    keys: Option<ConnKeys>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
     stats: ConnStats,
@@ -227,14 +240,35 @@ pub struct Server<A> {
     by_addr: BTreeMap<A, u32>,
     by_entity: BTreeMap<EntityId, u32>,
     events: VecDeque<ServerEvent<A>>,
-    stateless: VecDeque<(A, u32, DisconnectReason)>,
+    stateless: VecDeque<Reply<A>>,
     last_tick: Option<u64>,
     id_counter: u64,
     cursor: u32,
     route: Vec<Event>,
     rejected: Vec<(EntityId, usize)>,
     security: Option<Security<A>>,
+    /// Where sealed datagrams are opened (capacity kept between calls).
+    scratch: Vec<u8>,
     stats: ServerStats,
+}
+
+/// A Disconnect sent outside a connection's packet flow: stateless (in
+/// clear, seq 0) or, for a closing connection with keys, sealed.
+struct Reply<A> {
+    to: A,
+    conn_id: u32,
+    reason: DisconnectReason,
+    sealed: Option<(PacketKey, u32)>,
+}
+
+/// A connection's packet keys, when it began with a connect token.
+struct ConnKeys {
+    /// Seals what the server sends (the token's server-to-client key).
+    send: PacketKey,
+    /// Opens what the client sends (the token's client-to-server key).
+    recv: PacketKey,
+    /// The Hello token, to recognise the client's repeated Hellos.
+    hello_token: Vec<u8>,
 }
 
 /// The server's key and its memory of used tokens.
@@ -275,6 +309,7 @@ impl<A: Clone + Ord> Server<A> {
             route: Vec::new(),
             rejected: Vec::new(),
             security: None,
+            scratch: Vec::new(),
             stats: ServerStats::default(),
         })
     }
@@ -414,7 +449,12 @@ impl<A: Clone + Ord> Server<A> {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
         }
-        self.stateless.push_back((to, conn_id, reason));
+        self.stateless.push_back(Reply {
+            to,
+            conn_id,
+            reason,
+            sealed: None,
+        });
     }
 
     fn new_conn_id(&mut self) -> u32 {
@@ -441,7 +481,23 @@ impl<A: Clone + Ord> Server<A> {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
         }
-        self.stateless.push_back((c.addr.clone(), id, reason));
+        // A connection with keys says goodbye sealed, with its next packet
+        // number, so its client can believe it.
+        let sealed = match &c.keys {
+            Some(k) => match c.next_seq.checked_add(1) {
+                Some(_) => Some((k.send.clone(), c.next_seq)),
+                None => None,
+            },
+            None => None,
+        };
+        if c.keys.is_none() || sealed.is_some() {
+            self.stateless.push_back(Reply {
+                to: c.addr.clone(),
+                conn_id: id,
+                reason,
+                sealed,
+            });
+        }
         self.events.push_back(ServerEvent::Disconnected {
             conn: ConnId(id),
             entity: c.entity,
@@ -459,6 +515,14 @@ impl<A: Clone + Ord> Server<A> {
             }
         }
         let known = self.by_addr.get(&from).copied();
+        let secure = self.security.is_some();
+        if secure {
+            // With keys, only a Hello travels in clear (connection id 0).
+            if let Some((conn_id, seq)) = readable(bytes).filter(|r| r.0 != 0) {
+                self.handle_sealed(now, known, conn_id, seq, bytes);
+                return;
+            }
+        }
         let Ok(packet) = Packet::decode(bytes) else {
             match known.and_then(|id| self.conns.get_mut(&id)) {
                 Some(c) => c.stats.packets_dropped += 1,
@@ -467,8 +531,83 @@ impl<A: Clone + Ord> Server<A> {
             return;
         };
         match known {
+            Some(id) if secure => self.handle_hello_again(id, &packet),
             Some(id) => self.handle_conn_packet(now, id, &packet),
             None => self.handle_unknown(now, from, &packet, bytes.len()),
+        }
+    }
+
+    /// A sealed datagram: from its connection's address, new to the replay
+    /// window and authentic, or dropped and counted.
+    fn handle_sealed(
+        &mut self,
+        now: Instant,
+        known: Option<u32>,
+        conn_id: u32,
+        seq: u32,
+        bytes: &[u8],
+    ) {
+        let id = match known {
+            Some(id) if id == conn_id => id,
+            Some(id) => {
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.stats.packets_dropped += 1;
+                }
+                return;
+            }
+            None => {
+                if self.conns.contains_key(&conn_id) {
+                    self.stats.address_mismatch += 1;
+                } else {
+                    self.stats.unknown_dropped += 1;
+                }
+                return;
+            }
+        };
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let Some(keys) = &c.keys else {
+            c.stats.packets_dropped += 1;
+            return;
+        };
+        // The replay window is checked before the costlier open, and moved
+        // only after the packet authenticated (in handle_conn_packet).
+        if seq == 0 || c.recv.check(seq) != Receipt::New {
+            c.stats.replayed += 1;
+            c.stats.packets_dropped += 1;
+            return;
+        }
+        let mut scratch = core::mem::take(&mut self.scratch);
+        if open_packet(&keys.recv, bytes, &mut scratch).is_err() {
+            c.stats.auth_failed += 1;
+            self.stats.auth_failed += 1;
+        } else {
+            match Packet::decode(&scratch) {
+                Ok(packet) => self.handle_conn_packet(now, id, &packet),
+                Err(_) => c.stats.packets_dropped += 1,
+            }
+        }
+        self.scratch = scratch;
+    }
+
+    /// A Hello in clear from a connection's address: the client has not
+    /// heard the Welcome yet. Only the same token may ask for it again;
+    /// nothing else in clear touches the connection.
+    fn handle_hello_again(&mut self, id: u32, packet: &Packet<'_>) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let same_token = packet.header.conn_id == 0
+            && packet.frames.iter().any(|f| match (f, &c.keys) {
+                (Frame::Hello { token, .. }, Some(k)) => *token == k.hello_token.as_slice(),
+                _ => false,
+            });
+        if same_token {
+            c.welcome_due = c.entity.is_some();
+            c.stats.packets_received += 1;
+        } else {
+            c.stats.packets_dropped += 1;
         }
     }
 
@@ -478,6 +617,9 @@ impl<A: Clone + Ord> Server<A> {
             _ => None,
         });
         let Some((version, token)) = hello else {
+            if self.conns.contains_key(&packet.header.conn_id) {
+                self.stats.address_mismatch += 1;
+            }
             self.queue_stateless(
                 from,
                 packet.header.conn_id,
@@ -508,7 +650,16 @@ impl<A: Clone + Ord> Server<A> {
         }
         let id = self.new_conn_id();
         let mut recv = RecvTracker::default();
-        recv.record(packet.header.seq);
+        let keys = claims.as_ref().map(|t| ConnKeys {
+            send: PacketKey::new(&t.keys.server_to_client),
+            recv: PacketKey::new(&t.keys.client_to_server),
+            hello_token: token.to_vec(),
+        });
+        if keys.is_none() {
+            // In clear the Hello is acknowledged like any packet; with keys
+            // only authenticated packets move the replay window.
+            recv.record(packet.header.seq);
+        }
         let conn = Conn {
             id: ConnId(id),
             addr: from.clone(),
@@ -527,6 +678,7 @@ impl<A: Clone + Ord> Server<A> {
             last_input_tick: None,
             shadow: View::new(),
             claims,
+            keys,
             pending: VecDeque::new(),
             pending_bytes: 0,
             stats: ConnStats {
@@ -681,7 +833,12 @@ impl<A: Clone + Ord> Server<A> {
         // Stable: keeps input order among one entity's rejections.
         self.rejected.sort_by_key(|r| r.0);
 
-        let budget = self.config.part_budget();
+        let overhead = if self.security.is_some() {
+            SEAL_OVERHEAD
+        } else {
+            0
+        };
+        let budget = self.config.part_budget() - overhead;
         let max_parts = usize::from(self.config.max_parts_per_tick);
         let mut closing = Vec::new();
         for (&entity, &id) in &self.by_entity {
@@ -738,21 +895,28 @@ impl<A: Clone + Ord> Server<A> {
             return Err(BufferTooSmall { needed: mtu });
         }
         let buf = &mut buf[..mtu];
-        if let Some((to, conn_id, reason)) = self.stateless.pop_front() {
+        if let Some(reply) = self.stateless.pop_front() {
             let header = Header {
-                conn_id,
-                seq: 0,
+                conn_id: reply.conn_id,
+                seq: reply.sealed.as_ref().map_or(0, |s| s.1),
                 ack: 0,
                 ack_bits: 0,
             };
             let mut w = Writer::new(buf);
             header.write(&mut w);
-            Frame::Disconnect { reason }.write_infallible(&mut w);
-            self.stats.stateless_replies += 1;
-            // A header and a two-byte frame always fit an MTU of at least MIN_MTU.
-            let len = w.pos();
+            Frame::Disconnect {
+                reason: reply.reason,
+            }
+            .write_infallible(&mut w);
+            // A header, a two-byte frame and a tag always fit an MTU of at least MIN_MTU.
+            let mut len = w.pos();
+            if let Some((key, _)) = &reply.sealed {
+                len = seal_packet(key, buf, len).unwrap_or(0);
+            } else {
+                self.stats.stateless_replies += 1;
+            }
             return Ok(Some(Transmit {
-                destination: to,
+                destination: reply.to,
                 len,
             }));
         }
@@ -782,7 +946,20 @@ impl<A: Clone + Ord> Server<A> {
             self.close(id, DisconnectReason::LimitReached);
             return Ok(None);
         };
-        let len = c.build_packet(now, seq, buf, world, tick_interval_us, window);
+        let len = match &c.keys {
+            None => c.build_packet(now, seq, buf, world, tick_interval_us, window),
+            Some(_) => {
+                let room = mtu - SEAL_OVERHEAD;
+                let plain =
+                    c.build_packet(now, seq, &mut buf[..room], world, tick_interval_us, window);
+                c.stats.bytes_sent += SEAL_OVERHEAD as u64;
+                match c.keys.as_ref().map(|k| seal_packet(&k.send, buf, plain)) {
+                    Some(Ok(len)) => len,
+                    // The plaintext left room for the tag and starts with a header.
+                    _ => 0,
+                }
+            }
+        };
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,

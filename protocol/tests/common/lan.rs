@@ -132,10 +132,15 @@ impl Lan {
 
     /// Puts a datagram on the wire to the server, as if sent from `from`.
     pub fn inject(&mut self, from: u32, bytes: Vec<u8>) {
+        self.inject_to(from, SERVER, bytes);
+    }
+
+    /// Puts a datagram on the wire from `from` to `to`.
+    pub fn inject_to(&mut self, from: u32, to: u32, bytes: Vec<u8>) {
         self.wire.push(Datagram {
             at: self.now,
             from,
-            to: SERVER,
+            to,
             bytes,
         });
     }
