@@ -62,6 +62,8 @@ pub struct BotsOptions {
     pub connect_timeout: Duration,
     /// How long to wait after the walk for the traffic to settle.
     pub settle: Duration,
+    /// The server's key: each client gets a connect token minted with it.
+    pub key: Option<lockgrid_protocol::PrivateKey>,
 }
 
 impl Default for BotsOptions {
@@ -75,6 +77,7 @@ impl Default for BotsOptions {
             data_dir: Some(PathBuf::from("lockgrid-data")),
             connect_timeout: Duration::from_secs(5),
             settle: Duration::from_secs(1),
+            key: None,
         }
     }
 }
@@ -490,8 +493,19 @@ pub fn run_bots(
     for i in 0..opts.clients {
         let socket = UdpSocket::bind(bind).map_err(BotsError::Socket)?;
         socket.set_nonblocking(true).map_err(BotsError::Socket)?;
-        let client = Client::new(ClientConfig::default(), opts.server, b"lockgrid-bots", now)
-            .map_err(|e| BotsError::Options(e.to_string()))?;
+        let client = match &opts.key {
+            Some(key) => {
+                let token = crate::token::mint_for(
+                    key,
+                    opts.server,
+                    crate::token::bot_client_id(opts.seed, i),
+                )
+                .map_err(BotsError::Options)?;
+                Client::with_token(ClientConfig::default(), opts.server, &token, now)
+            }
+            None => Client::new(ClientConfig::default(), opts.server, b"lockgrid-bots", now),
+        }
+        .map_err(|e| BotsError::Options(e.to_string()))?;
         bots.push(Bot {
             socket,
             client,

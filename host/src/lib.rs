@@ -35,3 +35,4 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod store;
+pub mod token;

@@ -86,6 +86,10 @@ pub struct ServeOptions {
     pub max_packets_per_sec: u32,
     /// A client silent for this long is disconnected (and its entity despawned).
     pub client_timeout: Duration,
+    /// The key shared with the backend that mints connect tokens: with it,
+    /// only clients with a valid token connect (as the entity it names) and
+    /// every packet is sealed. Without it, anyone may connect, in clear.
+    pub key: Option<lockgrid_protocol::PrivateKey>,
 }
 
 impl Default for ServeOptions {
@@ -105,6 +109,7 @@ impl Default for ServeOptions {
             stop_after: None,
             max_packets_per_sec: 1000,
             client_timeout: Duration::from_secs(10),
+            key: None,
         }
     }
 }
@@ -343,6 +348,7 @@ pub fn serve_with(
     }
     let socket = UdpSocket::bind(opts.addr).map_err(ServeError::Socket)?;
     let local = socket.local_addr().map_err(ServeError::Socket)?;
+    secure(&mut server, opts.key.as_ref(), local)?;
     info!(addr = %local, tick_rate = opts.tick_rate, tick = world.tick(), npcs = opts.npcs, "serving");
 
     let mut host = Host {
@@ -384,6 +390,31 @@ pub fn serve_with(
     result?;
     closed?;
     Ok(ServeSummary { stats, elapsed })
+}
+
+/// With a key, tokens must name `local` (the bound address) and
+/// [`DEFAULT_PROTOCOL_ID`](lockgrid_protocol::token::DEFAULT_PROTOCOL_ID);
+/// without one, the log says loudly that anyone may connect.
+fn secure(
+    server: &mut Server<SocketAddr>,
+    key: Option<&lockgrid_protocol::PrivateKey>,
+    local: SocketAddr,
+) -> Result<(), ServeError> {
+    let Some(key) = key else {
+        warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect and read every view (use a key outside development)");
+        return Ok(());
+    };
+    // The run's clock starts about now; token expiry is in whole seconds.
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let id = lockgrid_protocol::token::DEFAULT_PROTOCOL_ID;
+    let security = lockgrid_protocol::ServerSecurity::new(key.clone(), id, vec![local], unix);
+    server
+        .set_security(security)
+        .map_err(|e| ServeError::Options(e.to_string()))?;
+    info!(addr = %local, "connect tokens required; packets sealed");
+    Ok(())
 }
 
 /// A per-process seed for connection ids (not reproducible on purpose).
@@ -655,15 +686,25 @@ impl Host {
             let _ = self.server.reject(conn, DisconnectReason::ServerFull);
             return;
         }
-        // Next free client id (ids of entities still alive are skipped).
-        let mut id = self.next_client.saturating_add(1);
-        while self.world.entity(id).is_some()
-            || self.clients.contains_key(&id)
-            || self.pending_despawns.contains(&id)
-        {
+        let busy = |h: &Self, id| {
+            h.world.entity(id).is_some()
+                || h.clients.contains_key(&id)
+                || h.pending_despawns.contains(&id)
+        };
+        // A connect token names the client's entity; else the next free id.
+        let token_id = self.server.token_claims(conn).map(|t| t.client_id);
+        if let Some(id) = token_id.filter(|&id| id < CLIENT_ID_BASE || busy(self, id)) {
+            warn!(%conn, %from, entity = id, "token's client id is an NPC's or in use");
+            let _ = self.server.reject(conn, DisconnectReason::TokenRejected);
+            return;
+        }
+        let mut id = token_id.unwrap_or_else(|| self.next_client.saturating_add(1));
+        while token_id.is_none() && busy(self, id) {
             id = id.saturating_add(1);
         }
-        self.next_client = id;
+        if token_id.is_none() {
+            self.next_client = id;
+        }
         if let Err(e) = self.server.accept(conn, id) {
             warn!(%conn, "cannot accept: {e}");
             return;

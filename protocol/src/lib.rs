@@ -16,6 +16,13 @@
 //!   `poll_timeout`, `handle_timeout`;
 //! - a [`View`]: the entity id → state map a client builds from the tick
 //!   batches it applies, equal to the kernel's view of its observer.
+//! - security in the netcode manner ([`token`], [`seal`]): a backend
+//!   mints a connect token under a key it shares with the servers; a
+//!   server built with [`Server::with_security`] lets in only valid,
+//!   unexpired tokens for itself, as the entity the token names, and every
+//!   packet after the Hello is authenticated and encrypted with the
+//!   token's per-connection keys, replays dropped. Keys, nonces and the
+//!   Unix time come from the caller; the crate draws no randomness.
 //!
 //! Guarantees: inputs reach the server's host exactly once and in tick
 //! order; every tick's Enter, Leave and rejection events reach the client

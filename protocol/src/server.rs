@@ -329,13 +329,26 @@ impl<A: Clone + Ord> Server<A> {
         world: WorldParams,
         security: ServerSecurity,
     ) -> Result<Self, InvalidConfig> {
-        security.validate()?;
         let mut server = Self::new(config, world)?;
-        server.security = Some(Security {
+        server.set_security(security)?;
+        Ok(server)
+    }
+
+    /// Turns security on for a server built with [`new`](Self::new), for
+    /// a host that learns its address only after binding its socket. Only
+    /// before the first connection: a connection never changes its keys.
+    pub fn set_security(&mut self, security: ServerSecurity) -> Result<(), InvalidConfig> {
+        security.validate()?;
+        if !self.conns.is_empty() {
+            return Err(InvalidConfig(
+                "security must be set before the first connection",
+            ));
+        }
+        self.security = Some(Security {
             used: UsedTokens::new(security.max_used_tokens),
             config: security,
         });
-        Ok(server)
+        Ok(())
     }
 
     /// Whether the server checks tokens and seals packets.

@@ -23,6 +23,10 @@ use chacha20poly1305::aead::AeadInPlace;
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
 use lockgrid_kernel::EntityId;
 
+/// The protocol id the `lockgrid` tools mint and accept tokens for; a
+/// game picks its own.
+pub const DEFAULT_PROTOCOL_ID: u64 = u64::from_le_bytes(*b"lockgrid");
+
 /// Version byte of the token layout this crate writes and reads.
 pub const TOKEN_VERSION: u8 = 1;
 /// Bytes of every key: the private key and the packet keys.

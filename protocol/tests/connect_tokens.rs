@@ -262,3 +262,18 @@ fn token_params_out_of_domain_are_refused() {
         ));
     }
 }
+
+#[test]
+fn security_is_set_before_the_first_connection_only() {
+    let mut lan = Lan::new(false);
+    lan.add_raw_client(OTHER, b"");
+    lan.run(Duration::from_millis(300));
+    let sec = lockgrid_protocol::ServerSecurity::new(key(), PROTOCOL_ID, vec![server_socket()], 0);
+    assert!(lan.server.set_security(sec.clone()).is_err());
+    assert!(!lan.server.is_secure());
+    let mut fresh = Lan::new(false);
+    assert_eq!(fresh.server.set_security(sec), Ok(()));
+    assert!(fresh.server.is_secure());
+    let empty = lockgrid_protocol::ServerSecurity::new(key(), PROTOCOL_ID, vec![], 0);
+    assert!(Lan::new(false).server.set_security(empty).is_err());
+}

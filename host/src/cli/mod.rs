@@ -4,6 +4,7 @@ mod bots;
 mod replay;
 mod run;
 mod serve;
+mod token;
 
 use std::io;
 use std::path::PathBuf;
@@ -26,6 +27,8 @@ enum Commands {
     Serve(serve::ServeArgs),
     /// Run protocol clients with random walks against a server and check their views.
     Bots(bots::BotsArgs),
+    /// Print a connect token (hex) for a client, minted with a server's key.
+    Token(token::TokenArgs),
     /// Run a scenario file and print its JSON Lines event stream.
     Run {
         /// The scenario (JSON: {"config": {...}, "ticks": [{"commands": [...]}, ...]}).
@@ -107,6 +110,7 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Commands::Serve(args) => serve::run(args),
         Commands::Bots(args) => bots::run(args),
+        Commands::Token(args) => token::run(args),
         Commands::Run {
             scenario,
             summary,

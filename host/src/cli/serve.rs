@@ -51,6 +51,10 @@ pub(crate) struct ServeArgs {
     /// Stop after this many seconds.
     #[arg(long, value_name = "S")]
     seconds: Option<f64>,
+    /// Private key file (64 hex digits) shared with the token minter: only
+    /// clients with a connect token connect, and packets are sealed.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
     /// TOML file with a `[world]` table (the scenario `config` keys) and a
     /// `[server]` table (these flags' names with underscores).
     #[arg(long, value_name = "FILE")]
@@ -147,6 +151,9 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
     if let Some(s) = args.client_timeout.or(file.client_timeout) {
         opts.client_timeout = Duration::try_from_secs_f64(s)
             .map_err(|_| Failure::new("--client-timeout must be a non-negative number"))?;
+    }
+    if let Some(path) = &args.key {
+        opts.key = Some(lockgrid_host::token::read_key_file(path).map_err(Failure::new)?);
     }
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {
