@@ -413,6 +413,9 @@ fn secure(
     server
         .set_security(security)
         .map_err(|e| ServeError::Options(e.to_string()))?;
+    if local.ip().is_unspecified() {
+        warn!("--key with a wildcard address: tokens must name {local} itself; bind the address clients reach");
+    }
     info!(addr = %local, "connect tokens required; packets sealed");
     Ok(())
 }
