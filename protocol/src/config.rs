@@ -192,7 +192,8 @@ pub struct ServerSecurity {
     /// the clock the caller passes as `now`: how the server tells token
     /// expiry (Unix seconds) without reading a clock.
     pub unix_secs_at_zero: u64,
-    /// Most used tokens remembered (each until it expires); when full of
+    /// Most used tokens remembered (each until it expires, and each opens
+    /// one connection only); when full of
     /// live tokens the oldest is forgotten and counted in
     /// [`ServerStats::used_tokens_evicted`](crate::ServerStats::used_tokens_evicted).
     pub max_used_tokens: usize,

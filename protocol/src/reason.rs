@@ -44,7 +44,7 @@ pub enum DisconnectReason {
     TokenWrongProtocol,
     /// 17: the token does not list this server's address.
     TokenWrongServer,
-    /// 18: the token was already used from another address.
+    /// 18: the token already opened a connection (from this or another address).
     TokenReused,
     /// A code this version does not know.
     Other(u8),
@@ -124,7 +124,7 @@ impl fmt::Display for DisconnectReason {
                 f.write_str("connect token for another protocol id")
             }
             DisconnectReason::TokenWrongServer => f.write_str("connect token for another server"),
-            DisconnectReason::TokenReused => f.write_str("connect token already used elsewhere"),
+            DisconnectReason::TokenReused => f.write_str("connect token already used"),
             DisconnectReason::Other(c) => write!(f, "reason {c}"),
         }
     }

@@ -12,10 +12,13 @@
 //!   11+n    16  Poly1305 tag
 //! ```
 //!
-//! The nonce is the packet number: `[0, 0, 0, 0]` followed by `seq` as a
-//! `u64` little-endian. Packet numbers never repeat within a direction
-//! (an endpoint ends the connection before its numbers run out) and each
-//! direction has its own key, so a nonce never repeats under a key.
+//! The nonce is the connection id and the packet number: `conn_id` as a
+//! `u32` little-endian, then `seq` as a `u64` little-endian. Packet numbers
+//! never repeat within a direction (an endpoint ends the connection before
+//! they run out) and each direction has its own key. A token opens at most
+//! one connection per server, and the connection id tells apart the
+//! connections one token may open on the several servers it lists, so a
+//! nonce does not repeat under a key.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -83,9 +86,10 @@ impl fmt::Display for SealError {
 
 impl core::error::Error for SealError {}
 
-/// The nonce of packet number `seq`.
-pub fn nonce(seq: u32) -> [u8; 12] {
+/// The nonce of packet number `seq` of connection `conn_id`.
+pub fn nonce(conn_id: u32, seq: u32) -> [u8; 12] {
     let mut n = [0u8; 12];
+    n[..4].copy_from_slice(&conn_id.to_le_bytes());
     n[4..].copy_from_slice(&u64::from(seq).to_le_bytes());
     n
 }
@@ -112,12 +116,12 @@ pub fn seal_packet(key: &PacketKey, buf: &mut [u8], len: usize) -> Result<usize,
     if buf.len() < needed {
         return Err(SealError::BufferTooSmall { needed });
     }
-    let (_, seq) = readable(buf).ok_or(SealError::NotAPacket)?;
+    let (conn_id, seq) = readable(buf).ok_or(SealError::NotAPacket)?;
     let (aad, rest) = buf.split_at_mut(SEALED_PREFIX_LEN);
     let (text, tail) = rest.split_at_mut(len - SEALED_PREFIX_LEN);
     let tag = key
         .0
-        .encrypt_in_place_detached(Nonce::from_slice(&nonce(seq)), aad, text)
+        .encrypt_in_place_detached(Nonce::from_slice(&nonce(conn_id, seq)), aad, text)
         .map_err(|_| SealError::BadLength)?;
     tail[..TAG_LEN].copy_from_slice(&tag);
     Ok(needed)
@@ -130,14 +134,17 @@ pub fn open_packet(key: &PacketKey, sealed: &[u8], out: &mut Vec<u8>) -> Result<
     if sealed.len() < SEALED_PREFIX_LEN + TAG_LEN || sealed.len() > MAX_MTU {
         return Err(SealError::BadLength);
     }
-    let (_, seq) = readable(sealed).ok_or(SealError::NotAPacket)?;
+    let (conn_id, seq) = readable(sealed).ok_or(SealError::NotAPacket)?;
     let (body, tag) = sealed.split_at(sealed.len() - TAG_LEN);
     out.clear();
     out.extend_from_slice(body);
     let (aad, text) = out.split_at_mut(SEALED_PREFIX_LEN);
-    let opened =
-        key.0
-            .decrypt_in_place_detached(Nonce::from_slice(&nonce(seq)), aad, text, tag.into());
+    let opened = key.0.decrypt_in_place_detached(
+        Nonce::from_slice(&nonce(conn_id, seq)),
+        aad,
+        text,
+        tag.into(),
+    );
     if opened.is_err() {
         // Never leave unauthenticated plaintext behind.
         out.clear();

@@ -246,7 +246,7 @@ pub struct Server<A> {
     cursor: u32,
     route: Vec<Event>,
     rejected: Vec<(EntityId, usize)>,
-    security: Option<Security<A>>,
+    security: Option<Security>,
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
     stats: ServerStats,
@@ -272,9 +272,9 @@ struct ConnKeys {
 }
 
 /// The server's key and its memory of used tokens.
-struct Security<A> {
+struct Security {
     config: ServerSecurity,
-    used: UsedTokens<A>,
+    used: UsedTokens,
 }
 
 /// splitmix64: a bijective mixer, so seeded connection ids look random but
@@ -363,11 +363,10 @@ impl<A: Clone + Ord> Server<A> {
     }
 
     /// Checks a Hello's token against the key, the clock, this server and
-    /// the used-token table.
+    /// the used-token table (a token opens one connection).
     fn check_token(
         &mut self,
         now: Instant,
-        from: &A,
         token: &[u8],
     ) -> Result<Option<TokenClaims>, DisconnectReason> {
         let Some(sec) = self.security.as_mut() else {
@@ -400,7 +399,7 @@ impl<A: Clone + Ord> Server<A> {
         }
         let evicted = sec
             .used
-            .use_token(claims.tag, from, claims.expire_unix_secs, now_unix)
+            .use_token(claims.tag, claims.expire_unix_secs, now_unix)
             .map_err(|_| DisconnectReason::TokenReused)?;
         self.stats.used_tokens_evicted += evicted;
         Ok(Some(claims))
@@ -649,7 +648,7 @@ impl<A: Clone + Ord> Server<A> {
             self.queue_stateless(from, 0, DisconnectReason::VersionMismatch, len);
             return;
         }
-        let claims = match self.check_token(now, &from, token) {
+        let claims = match self.check_token(now, token) {
             Ok(claims) => claims,
             Err(reason) => {
                 self.stats.tokens_refused += 1;

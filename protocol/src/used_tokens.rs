@@ -1,69 +1,68 @@
-//! The server's memory of used tokens: a token that opened a connection
-//! from one address is refused from any other until it expires, so a token
-//! seen on the path cannot be replayed by someone else.
+//! The server's memory of used tokens: a token that opened a connection is
+//! refused until it expires, from any other address (so a token seen on
+//! the path cannot be replayed by someone else) and from its own (a second
+//! connection would seal with the same keys, restarting the packet numbers
+//! that make the nonces). The client's repeated Hellos never get here: they
+//! reach the connection its address already has.
 
 use alloc::collections::{BTreeMap, VecDeque};
 
 use crate::token::TAG_LEN;
 
-/// Used tokens by tag, with the address that used each; at most `capacity`.
-pub(crate) struct UsedTokens<A> {
+/// Used tokens by tag, with their expiry; at most `capacity`.
+pub(crate) struct UsedTokens {
     capacity: usize,
-    by_tag: BTreeMap<[u8; TAG_LEN], (A, u64)>,
+    expiry: BTreeMap<[u8; TAG_LEN], u64>,
     /// Tags in the order they were first used, for eviction when full.
     order: VecDeque<[u8; TAG_LEN]>,
 }
 
-/// A token was already used from another address.
+/// A token already opened a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct UsedElsewhere;
+pub(crate) struct AlreadyUsed;
 
-impl<A: Clone + Ord> UsedTokens<A> {
+impl UsedTokens {
     pub(crate) fn new(capacity: usize) -> Self {
         UsedTokens {
             capacity,
-            by_tag: BTreeMap::new(),
+            expiry: BTreeMap::new(),
             order: VecDeque::new(),
         }
     }
 
-    /// Records that `from` uses the token `tag` (valid until `expire`),
-    /// unless another address used it first. Returns how many entries were
-    /// evicted while alive to make room (the table is full of live tokens).
+    /// Records that the token `tag` (valid until `expire`) opens a
+    /// connection, unless it already opened one. Returns how many entries
+    /// were evicted while alive to make room (the table was full of live
+    /// tokens).
     pub(crate) fn use_token(
         &mut self,
         tag: [u8; TAG_LEN],
-        from: &A,
         expire: u64,
         now_unix: u64,
-    ) -> Result<u64, UsedElsewhere> {
-        if let Some((addr, _)) = self.by_tag.get(&tag) {
-            return if addr == from {
-                Ok(0)
-            } else {
-                Err(UsedElsewhere)
-            };
+    ) -> Result<u64, AlreadyUsed> {
+        if self.expiry.contains_key(&tag) {
+            return Err(AlreadyUsed);
         }
         let mut evicted = 0;
-        if self.by_tag.len() >= self.capacity {
+        if self.expiry.len() >= self.capacity {
             // Expired tokens are refused anyway: forget them first.
-            let by_tag = &mut self.by_tag;
-            self.order.retain(|t| match by_tag.get(t) {
-                Some((_, e)) if *e <= now_unix => {
-                    by_tag.remove(t);
+            let expiry = &mut self.expiry;
+            self.order.retain(|t| match expiry.get(t) {
+                Some(&e) if e <= now_unix => {
+                    expiry.remove(t);
                     false
                 }
                 _ => true,
             });
-            while self.by_tag.len() >= self.capacity {
+            while self.expiry.len() >= self.capacity {
                 let Some(oldest) = self.order.pop_front() else {
                     break;
                 };
-                self.by_tag.remove(&oldest);
+                self.expiry.remove(&oldest);
                 evicted += 1;
             }
         }
-        self.by_tag.insert(tag, (from.clone(), expire));
+        self.expiry.insert(tag, expire);
         self.order.push_back(tag);
         Ok(evicted)
     }
@@ -71,7 +70,7 @@ impl<A: Clone + Ord> UsedTokens<A> {
     /// Entries held.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.by_tag.len()
+        self.expiry.len()
     }
 }
 
@@ -80,28 +79,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn same_address_may_reuse_another_may_not() {
+    fn a_token_opens_one_connection() {
         let mut t = UsedTokens::new(4);
-        assert_eq!(t.use_token([1; TAG_LEN], &10u32, 100, 0), Ok(0));
-        assert_eq!(t.use_token([1; TAG_LEN], &10u32, 100, 0), Ok(0));
-        assert_eq!(
-            t.use_token([1; TAG_LEN], &11u32, 100, 0),
-            Err(UsedElsewhere)
-        );
+        assert_eq!(t.use_token([1; TAG_LEN], 100, 0), Ok(0));
+        assert_eq!(t.use_token([1; TAG_LEN], 100, 0), Err(AlreadyUsed));
+        assert_eq!(t.use_token([2; TAG_LEN], 100, 0), Ok(0));
     }
 
     #[test]
     fn full_table_forgets_expired_then_oldest() {
         let mut t = UsedTokens::new(2);
-        assert_eq!(t.use_token([1; TAG_LEN], &1u32, 50, 0), Ok(0));
-        assert_eq!(t.use_token([2; TAG_LEN], &2u32, 100, 0), Ok(0));
+        assert_eq!(t.use_token([1; TAG_LEN], 50, 0), Ok(0));
+        assert_eq!(t.use_token([2; TAG_LEN], 100, 0), Ok(0));
         // At time 60 the first has expired: it goes, nothing live is evicted.
-        assert_eq!(t.use_token([3; TAG_LEN], &3u32, 100, 60), Ok(0));
+        assert_eq!(t.use_token([3; TAG_LEN], 100, 60), Ok(0));
         assert_eq!(t.len(), 2);
         // Full of live tokens: the oldest live one goes, and it is counted.
-        assert_eq!(t.use_token([4; TAG_LEN], &4u32, 100, 60), Ok(1));
+        assert_eq!(t.use_token([4; TAG_LEN], 100, 60), Ok(1));
         assert_eq!(t.len(), 2);
         // The evicted token is forgotten: the bound on memory has this price.
-        assert_eq!(t.use_token([2; TAG_LEN], &9u32, 100, 60), Ok(1));
+        assert_eq!(t.use_token([2; TAG_LEN], 100, 60), Ok(1));
     }
 }

@@ -277,3 +277,30 @@ fn security_is_set_before_the_first_connection_only() {
     let empty = lockgrid_protocol::ServerSecurity::new(key(), PROTOCOL_ID, vec![], 0);
     assert!(Lan::new(false).server.set_security(empty).is_err());
 }
+
+#[test]
+fn a_token_opens_one_connection_even_from_its_own_address() {
+    // A second connection would seal with the same keys from packet number
+    // 1 again: a reconnecting client needs a new token.
+    let mut lan = with_honest_client();
+    let t = lan.token(502);
+    lan.add_client(OTHER, &t);
+    lan.run(Duration::from_millis(300));
+    assert_eq!(lan.state(OTHER), ClientState::Connected);
+    let conn = lan
+        .server
+        .connections()
+        .find(|&c| lan.server.conn_entity(c) == Some(502))
+        .unwrap();
+    lan.server.disconnect(conn).unwrap();
+    lan.run(Duration::from_millis(100));
+    assert_eq!(lan.disconnect_reason(OTHER), Some(DisconnectReason::Kicked));
+    lan.client_events.remove(&OTHER);
+    lan.add_client(OTHER, &t);
+    refused(&mut lan, OTHER, DisconnectReason::TokenReused);
+    let fresh = lan.token(502);
+    lan.client_events.remove(&OTHER);
+    lan.add_client(OTHER, &fresh);
+    lan.run(Duration::from_millis(300));
+    assert_eq!(lan.state(OTHER), ClientState::Connected);
+}

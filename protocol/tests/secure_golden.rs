@@ -150,9 +150,9 @@ fn sealed_packet_vector() {
     golden!(
         "sealed_packet",
         format!(
-            "key (client to server)\n{}\n\nnonce (seq 5)\n{}\n\nplaintext packet ({} bytes)\n{}\n\nsealed packet ({} bytes)\n{}\n",
+            "key (client to server)\n{}\n\nnonce (conn_id 0x12345678, seq 5)\n{}\n\nplaintext packet ({} bytes)\n{}\n\nsealed packet ({} bytes)\n{}\n",
             hex(&token.keys.client_to_server),
-            hex(&nonce(5)),
+            hex(&nonce(0x1234_5678, 5)),
             plain.len(),
             hex(&plain),
             sealed.len(),
@@ -161,11 +161,14 @@ fn sealed_packet_vector() {
     );
 
     // The document's construction with the AEAD crate directly.
-    assert_eq!(nonce(5), [0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        nonce(0x1234_5678, 5),
+        [0x78, 0x56, 0x34, 0x12, 5, 0, 0, 0, 0, 0, 0, 0]
+    );
     let cipher = ChaCha20Poly1305::new(&token.keys.client_to_server.into());
     let direct = cipher
         .encrypt(
-            (&nonce(5)).into(),
+            (&nonce(0x1234_5678, 5)).into(),
             Payload {
                 msg: &plain[11..],
                 aad: &plain[..11],
