@@ -36,12 +36,16 @@ impl fmt::Display for ConnId {
 pub enum ServerEvent<A> {
     /// A client said Hello with the right version. Check its token, then call
     /// [`Server::accept`] (and spawn its entity) or [`Server::reject`].
+    /// A server with a key has already checked the connect token: its
+    /// client id and user data are in [`Server::token_claims`], and the
+    /// connection may be accepted only as that client id.
     Connecting {
         /// The new connection.
         conn: ConnId,
         /// Where it came from.
         from: A,
-        /// The Hello's token, for the host's check.
+        /// The Hello's token, for the host's check (with a key, the sealed
+        /// Hello token, already checked).
         token: Vec<u8>,
     },
     /// One input of a client, exactly once and in tick order per connection.
@@ -105,7 +109,7 @@ pub struct ServerStats {
     /// Stateless replies dropped because the reply queue was full.
     pub stateless_dropped: u64,
     /// Hellos refused for their connect token (missing, invalid, expired,
-    /// for another protocol id or server, or used from another address).
+    /// for another protocol id or server, or already used).
     pub tokens_refused: u64,
     /// Used tokens forgotten while still alive, because the table of used
     /// tokens was full ([`ServerSecurity::max_used_tokens`]).
