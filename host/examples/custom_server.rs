@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use lockgrid_host::node::{MemStorage, Node, NodeConfig, Refusal, Rules};
+use lockgrid_host::node::{ClientHello, MemStorage, Node, NodeConfig, Refusal, Rules};
 use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, MAX_MTU,
@@ -54,15 +54,15 @@ impl Rules for GuestRules {
         }
     }
 
-    fn admit(&mut self, _world: &World, token: &[u8]) -> Result<(), Refusal> {
-        if self.guests.contains(token) {
+    fn admit(&mut self, _world: &World, hello: &ClientHello<'_>) -> Result<(), Refusal> {
+        if self.guests.contains(hello.token) {
             Ok(())
         } else {
             Err(Refusal::Custom("not_on_the_guest_list"))
         }
     }
 
-    fn spawn(&mut self, world: &World, entity: EntityId, _token: &[u8]) -> Spawn {
+    fn spawn(&mut self, world: &World, entity: EntityId, _hello: &ClientHello<'_>) -> Spawn {
         Spawn::observer(entity, Self::spawn_area(world, entity), Fix::from_num(300))
     }
 

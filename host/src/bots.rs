@@ -56,6 +56,8 @@ pub struct BotsOptions {
     /// stop and report it lost; a server sends every client a packet per
     /// tick, so a few seconds of silence is not a slow tick.
     pub server_silence: Duration,
+    /// The server's key: each client gets a connect token minted with it.
+    pub key: Option<lockgrid_protocol::PrivateKey>,
 }
 
 impl Default for BotsOptions {
@@ -70,6 +72,7 @@ impl Default for BotsOptions {
             connect_timeout: Duration::from_secs(5),
             settle: Duration::from_secs(1),
             server_silence: Duration::from_secs(5),
+            key: None,
         }
     }
 }

@@ -40,4 +40,5 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod store;
+pub mod token;
 pub mod view;

@@ -73,8 +73,8 @@ use std::collections::BTreeMap;
 
 use lockgrid_kernel::{Command, CommandKind, Config, EntityId, Event, Spawn, TickReport, World};
 use lockgrid_protocol::{
-    BufferTooSmall, ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent, Transmit,
-    WorldParams,
+    BufferTooSmall, ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent,
+    ServerSecurity, Transmit, WorldParams,
 };
 use tracing::{debug, info, warn};
 
@@ -82,7 +82,7 @@ pub use file_storage::FileStorage;
 pub use flood::MAX_TRACKED_ADDRS;
 pub use mem_storage::{DiskFault, DiskOp, MemDiskStats, MemStorage};
 pub use restore::{restore, RestoreReport};
-pub use rules::{Refusal, Rules};
+pub use rules::{ClientHello, Refusal, Rules};
 pub use stats::NodeStats;
 pub use storage::{Opened, Storage, StorageError};
 
@@ -268,6 +268,16 @@ where
             scratch: Vec::new(),
         };
         Ok((node, report))
+    }
+
+    /// Requires a connect token of every client from now on and seals
+    /// every packet (see [`Server::set_security`]). Call it before the
+    /// first datagram: a keyed client then acts for the entity its token
+    /// names, and the rules see the token's claims.
+    pub fn set_security(&mut self, security: ServerSecurity) -> Result<(), NodeError> {
+        self.server
+            .set_security(security)
+            .map_err(|e| NodeError::Config(format!("security: {e}")))
     }
 
     /// The world after the last applied tick.
@@ -489,26 +499,51 @@ where
             let _ = self.server.reject(conn, DisconnectReason::ServerFull);
             return;
         }
-        if let Err(why) = self.rules.admit(&self.world, token) {
+        // With a key the protocol has opened the client's connect token;
+        // its claims name the entity and carry the backend's user data.
+        let claims = self.server.token_claims(conn).cloned();
+        let hello = ClientHello::new(token, claims.as_ref());
+        if let Err(why) = self.rules.admit(&self.world, &hello) {
             debug!(%conn, ?from, reason = why.as_str(), "connection refused");
             self.refuse(why, 1);
             let _ = self.server.reject(conn, DisconnectReason::TokenRejected);
             return;
         }
-        // The next free id: not alive, not connected, not being despawned.
-        let mut id = self.next_client;
-        while self.world.entity(id).is_some()
-            || self.sessions.contains_key(&id)
-            || self.queued.iter().any(|c| c.entity() == id)
-        {
-            id = id.saturating_add(1);
-        }
-        self.next_client = id.saturating_add(1);
+        let busy = |node: &Self, id: EntityId| {
+            node.world.entity(id).is_some()
+                || node.sessions.contains_key(&id)
+                || node.spawns.contains_key(&id)
+                || node.queued.iter().any(|c| c.entity() == id)
+        };
+        let id = match hello.claims {
+            // A keyed client acts for the entity its token names, and for no
+            // other: an NPC's id, or one another client holds, is refused
+            // rather than swapped for a free one.
+            Some(claims) => {
+                let id = claims.client_id;
+                if id < self.config.first_client_id || busy(self, id) {
+                    warn!(%conn, ?from, entity = id, "token's client id is an NPC's or in use");
+                    self.refuse(Refusal::Token, 1);
+                    let _ = self.server.reject(conn, DisconnectReason::TokenRejected);
+                    return;
+                }
+                id
+            }
+            // The next free id: not alive, not connected, not being despawned.
+            None => {
+                let mut id = self.next_client;
+                while busy(self, id) {
+                    id = id.saturating_add(1);
+                }
+                self.next_client = id.saturating_add(1);
+                id
+            }
+        };
         if let Err(e) = self.server.accept(conn, id) {
             warn!(%conn, "cannot accept: {e}");
             return;
         }
-        let spawn = self.rules.spawn(&self.world, id, token);
+        let spawn = self.rules.spawn(&self.world, id, &hello);
         self.spawns.insert(id, spawn);
         self.sessions.insert(
             id,

@@ -78,6 +78,10 @@ pub struct ServeOptions {
     pub max_packets_per_sec: u32,
     /// A client silent for this long is disconnected (and its entity despawned).
     pub client_timeout: Duration,
+    /// The key shared with the backend that mints connect tokens: with it,
+    /// only clients with a valid token connect (as the entity it names) and
+    /// every packet is sealed. Without it, anyone may connect, in clear.
+    pub key: Option<lockgrid_protocol::PrivateKey>,
 }
 
 impl Default for ServeOptions {
@@ -98,6 +102,7 @@ impl Default for ServeOptions {
             stop_after: None,
             max_packets_per_sec: 1000,
             client_timeout: Duration::from_secs(10),
+            key: None,
         }
     }
 }
@@ -243,6 +248,9 @@ pub fn serve_with(
         .discard_orphan_snapshots(opts.discard_snapshots);
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
     let clock = Clock(std::time::Instant::now());
+    // The Unix time of the clock's zero: how the protocol tells a token's
+    // expiry (Unix seconds) from the `now` it is given.
+    let unix_secs_at_zero = crate::token::unix_now();
     let (mut node, report) = Node::open(clock.now(), config, &opts.world, rules, storage)?;
     info!(data_dir = %opts.data_dir.display(), "{report}");
     let world = *node.world().config();
@@ -259,6 +267,7 @@ pub fn serve_with(
     }
     let socket = UdpSocket::bind(opts.addr).map_err(ServeError::Socket)?;
     let local = socket.local_addr().map_err(ServeError::Socket)?;
+    secure(&mut node, opts.key.as_ref(), local, unix_secs_at_zero)?;
     info!(addr = %local, tick_rate = opts.tick_rate, tick = node.world().tick(), npcs = opts.npcs, "serving");
     on_ready(local);
 
@@ -287,6 +296,30 @@ pub fn serve_with(
     result?;
     closed?;
     Ok(ServeSummary { stats, elapsed })
+}
+
+/// With a key, tokens must name `local` (the bound address) and
+/// [`DEFAULT_PROTOCOL_ID`](lockgrid_protocol::token::DEFAULT_PROTOCOL_ID);
+/// without one, the log says loudly that anyone may connect.
+fn secure(
+    node: &mut ServeNode,
+    key: Option<&lockgrid_protocol::PrivateKey>,
+    local: SocketAddr,
+    unix_secs_at_zero: u64,
+) -> Result<(), ServeError> {
+    let Some(key) = key else {
+        warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect and read every view (use a key outside development)");
+        return Ok(());
+    };
+    let id = lockgrid_protocol::token::DEFAULT_PROTOCOL_ID;
+    let security =
+        lockgrid_protocol::ServerSecurity::new(key.clone(), id, vec![local], unix_secs_at_zero);
+    node.set_security(security)?;
+    if local.ip().is_unspecified() {
+        warn!("--key with a wildcard address: tokens must name {local} itself; bind the address clients reach");
+    }
+    info!(addr = %local, "connect tokens required; packets sealed");
+    Ok(())
 }
 
 fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {

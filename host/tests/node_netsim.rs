@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use lockgrid_host::node::{MemStorage, Node, NodeConfig, Refusal, Rules};
+use lockgrid_host::node::{ClientHello, MemStorage, Node, NodeConfig, Refusal, Rules};
 use lockgrid_kernel::{Command, Config, EntityId, Event, Fix, Move, Pos, Spawn, Visibility, World};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, ServerConfig,
@@ -112,13 +112,13 @@ impl Rules for HomeRules {
         }
     }
 
-    fn admit(&mut self, _world: &World, token: &[u8]) -> Result<(), Refusal> {
-        parse_token(token).map(|_| ()).ok_or(Refusal::Token)
+    fn admit(&mut self, _world: &World, hello: &ClientHello<'_>) -> Result<(), Refusal> {
+        parse_token(hello.token).map(|_| ()).ok_or(Refusal::Token)
     }
 
-    fn spawn(&mut self, _world: &World, entity: EntityId, token: &[u8]) -> Spawn {
+    fn spawn(&mut self, _world: &World, entity: EntityId, hello: &ClientHello<'_>) -> Spawn {
         // admit() accepted this token, so it parses.
-        let home = parse_token(token).unwrap_or_default();
+        let home = parse_token(hello.token).unwrap_or_default();
         Spawn::observer(entity, pos(home), Fix::from_num(150))
     }
 

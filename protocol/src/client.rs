@@ -15,7 +15,9 @@ use crate::frame::{
 };
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
+use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
+use crate::token::ConnectToken;
 use crate::view::View;
 use crate::wire::{varint_len, Writer};
 use crate::Transmit;
@@ -105,6 +107,11 @@ pub struct ClientStats {
     pub bytes_sent: u64,
     /// Ticks applied.
     pub ticks_applied: u64,
+    /// Sealed datagrams that failed authentication, dropped silently.
+    pub auth_failed: u64,
+    /// Sealed datagrams whose packet number was already received or is
+    /// older than the replay window, dropped before opening.
+    pub replayed: u64,
 }
 
 /// A tick whose parts are still arriving.
@@ -156,7 +163,18 @@ pub struct Client<A> {
     applied: u64,
     buffered: BTreeMap<u64, Partial>,
     events: VecDeque<ClientEvent>,
+    keys: Option<ClientKeys>,
+    /// Where sealed datagrams are opened (capacity kept between calls).
+    scratch: Vec<u8>,
     stats: ClientStats,
+}
+
+/// The packet keys of a client that connects with a connect token.
+struct ClientKeys {
+    /// Seals what the client sends (client to server).
+    send: PacketKey,
+    /// Opens what the server sends (server to client).
+    recv: PacketKey,
 }
 
 /// Allowance for the server's acknowledgement delay in the retransmission
@@ -209,8 +227,36 @@ impl<A: Clone + PartialEq> Client<A> {
             applied: 0,
             buffered: BTreeMap::new(),
             events: VecDeque::new(),
+            keys: None,
+            scratch: Vec::new(),
             stats: ClientStats::default(),
         })
+    }
+
+    /// A client that connects with a connect token from the game's
+    /// backend: its Hello carries the token's Hello part, and every packet
+    /// after the Hello is sealed with the token's keys.
+    pub fn with_token(
+        config: ClientConfig,
+        server: A,
+        token: &ConnectToken,
+        now: Instant,
+    ) -> Result<Self, InvalidConfig> {
+        let mut client = Self::new(config, server, token.hello_token(), now)?;
+        client.keys = Some(ClientKeys {
+            send: PacketKey::new(&token.keys.client_to_server),
+            recv: PacketKey::new(&token.keys.server_to_client),
+        });
+        Ok(client)
+    }
+
+    /// Bytes sealing adds to each packet after the Hello.
+    fn seal_overhead(&self) -> usize {
+        if self.keys.is_some() {
+            SEAL_OVERHEAD
+        } else {
+            0
+        }
     }
 
     /// Where the client is.
@@ -318,7 +364,7 @@ impl<A: Clone + PartialEq> Client<A> {
         let len = varint_len(tick) + 1 + commands.iter().map(command_len).sum::<usize>();
         let frame_max = 1 + 10 + 1 + self.inputs_len + len;
         if self.inputs.len() >= self.config.max_pending_inputs
-            || HEADER_LEN + CONTROL_FRAMES_MAX + frame_max > self.config.mtu
+            || HEADER_LEN + CONTROL_FRAMES_MAX + frame_max + self.seal_overhead() > self.config.mtu
         {
             return Err(InputError::QueueFull);
         }
@@ -376,10 +422,65 @@ impl<A: Clone + PartialEq> Client<A> {
                 return;
             }
         }
+        if self.keys.is_some() {
+            let mut scratch = core::mem::take(&mut self.scratch);
+            self.handle_sealed(now, bytes, &mut scratch);
+            self.scratch = scratch;
+            return;
+        }
         let Ok(packet) = Packet::decode(bytes) else {
             self.stats.packets_dropped += 1;
             return;
         };
+        self.handle_packet(now, &packet);
+    }
+
+    /// A datagram to a client with keys: sealed, or a stateless reply in
+    /// clear, which it believes only before the Welcome (the server can
+    /// refuse a Hello only in clear; afterwards a Disconnect in clear could
+    /// come from anyone).
+    fn handle_sealed(&mut self, now: Instant, bytes: &[u8], scratch: &mut Vec<u8>) {
+        let Some((conn_id, seq)) = readable(bytes) else {
+            self.stats.packets_dropped += 1;
+            return;
+        };
+        if seq == 0 {
+            match Packet::decode(bytes) {
+                Ok(packet) if self.state == ClientState::Handshaking => {
+                    self.handle_packet(now, &packet);
+                }
+                _ => self.stats.packets_dropped += 1,
+            }
+            return;
+        }
+        let conn_ok = match self.welcome {
+            Some(w) => conn_id == w.conn_id,
+            None => conn_id != 0,
+        };
+        if !conn_ok {
+            self.stats.packets_dropped += 1;
+            return;
+        }
+        if self.recv.check(seq) != Receipt::New {
+            self.stats.replayed += 1;
+            self.stats.packets_dropped += 1;
+            return;
+        }
+        let Some(keys) = &self.keys else {
+            return;
+        };
+        if open_packet(&keys.recv, bytes, scratch).is_err() {
+            self.stats.auth_failed += 1;
+            return;
+        }
+        match Packet::decode(scratch) {
+            Ok(packet) => self.handle_packet(now, &packet),
+            Err(_) => self.stats.packets_dropped += 1,
+        }
+    }
+
+    /// A packet in clear, or opened: the protocol proper.
+    fn handle_packet(&mut self, now: Instant, packet: &Packet<'_>) {
         let h = packet.header;
         let conn_ok = match self.welcome {
             Some(w) => h.conn_id == w.conn_id,
@@ -574,7 +675,10 @@ impl<A: Clone + PartialEq> Client<A> {
             ack,
             ack_bits,
         };
-        let mut w = Writer::new(&mut buf[..mtu]);
+        // Every packet after the Hello is sealed: leave room for the tag.
+        let sealed = self.keys.is_some() && self.state != ClientState::Handshaking;
+        let room = if sealed { mtu - SEAL_OVERHEAD } else { mtu };
+        let mut w = Writer::new(&mut buf[..room]);
         header.write(&mut w);
         let mut data = SentData { last_input: None };
         let mut eliciting = true;
@@ -626,7 +730,13 @@ impl<A: Clone + PartialEq> Client<A> {
         if eliciting {
             self.sent.push(seq, now, data, |_, _| {});
         }
-        let len = w.pos();
+        let mut len = w.pos();
+        if sealed {
+            if let Some(k) = &self.keys {
+                // The plaintext left room for the tag and starts with a header.
+                len = seal_packet(&k.send, buf, len).unwrap_or(0);
+            }
+        }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         Ok(Some(Transmit {

@@ -1,10 +1,13 @@
 //! Endpoint configuration.
 
+use alloc::vec::Vec;
 use core::fmt;
+use core::net::SocketAddr;
 use core::time::Duration;
 
 use crate::frame::{MAX_PARTS, MAX_TOKEN_LEN};
 use crate::packet::{HEADER_LEN, MIN_INITIAL_LEN};
+use crate::token::PrivateKey;
 
 /// Default largest datagram, in bytes (fits common paths without IP fragmentation).
 pub const DEFAULT_MTU: usize = 1200;
@@ -168,6 +171,59 @@ impl ClientConfig {
             return Err(InvalidConfig("intervals and timeouts must be positive"));
         }
         const _: () = assert!(MIN_INITIAL_LEN + MAX_TOKEN_LEN < MAX_MTU);
+        Ok(())
+    }
+}
+
+/// What a server needs to accept only connect tokens and seal every packet.
+///
+/// With it, [`Server::with_security`](crate::Server::with_security) refuses
+/// any Hello without a valid, unexpired token for this server and protocol
+/// id, and every packet after the Hello is authenticated and encrypted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSecurity {
+    /// The key shared with the backend that mints tokens.
+    pub private_key: PrivateKey,
+    /// The game's protocol id; tokens for another one are refused.
+    pub protocol_id: u64,
+    /// The addresses clients reach this server at; a token must list one.
+    pub addresses: Vec<SocketAddr>,
+    /// Unix time, in seconds, at [`Instant::ZERO`](crate::Instant::ZERO) of
+    /// the clock the caller passes as `now`: how the server tells token
+    /// expiry (Unix seconds) without reading a clock.
+    pub unix_secs_at_zero: u64,
+    /// Most used tokens remembered (each until it expires, and each opens
+    /// one connection only); when full of
+    /// live tokens the oldest is forgotten and counted in
+    /// [`ServerStats::used_tokens_evicted`](crate::ServerStats::used_tokens_evicted).
+    pub max_used_tokens: usize,
+}
+
+impl ServerSecurity {
+    /// Security with the default table size (4096 used tokens).
+    pub fn new(
+        private_key: PrivateKey,
+        protocol_id: u64,
+        addresses: Vec<SocketAddr>,
+        unix_secs_at_zero: u64,
+    ) -> Self {
+        ServerSecurity {
+            private_key,
+            protocol_id,
+            addresses,
+            unix_secs_at_zero,
+            max_used_tokens: 4096,
+        }
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.addresses.is_empty() {
+            return Err(InvalidConfig("security needs at least one server address"));
+        }
+        if self.max_used_tokens == 0 {
+            return Err(InvalidConfig("max_used_tokens must be positive"));
+        }
         Ok(())
     }
 }

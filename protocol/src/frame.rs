@@ -33,8 +33,9 @@ pub mod code {
     pub const DISCONNECT: u8 = 0x13;
 }
 
-/// Longest Hello token, in bytes.
-pub const MAX_TOKEN_LEN: usize = 256;
+/// Longest Hello token, in bytes (room for a connect token's
+/// [`HELLO_TOKEN_LEN`](crate::token::HELLO_TOKEN_LEN)).
+pub const MAX_TOKEN_LEN: usize = 512;
 /// Most inputs one Input frame carries.
 pub const MAX_INPUTS_PER_FRAME: usize = 64;
 /// Most commands one input carries.

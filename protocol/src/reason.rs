@@ -34,6 +34,18 @@ pub enum DisconnectReason {
     /// 12: a protocol limit was reached (packet numbers exhausted, a tick's
     /// batch beyond the part limit).
     LimitReached,
+    /// 13: a key is configured and the Hello carried no token.
+    TokenMissing,
+    /// 14: the token is malformed or does not authenticate under the server's key (forged or altered).
+    TokenInvalid,
+    /// 15: the token's expiry has passed.
+    TokenExpired,
+    /// 16: the token is for another protocol id.
+    TokenWrongProtocol,
+    /// 17: the token does not list this server's address.
+    TokenWrongServer,
+    /// 18: the token already opened a connection (from this or another address).
+    TokenReused,
     /// A code this version does not know.
     Other(u8),
 }
@@ -54,6 +66,12 @@ impl DisconnectReason {
             DisconnectReason::HandshakeTimeout => 10,
             DisconnectReason::Desync => 11,
             DisconnectReason::LimitReached => 12,
+            DisconnectReason::TokenMissing => 13,
+            DisconnectReason::TokenInvalid => 14,
+            DisconnectReason::TokenExpired => 15,
+            DisconnectReason::TokenWrongProtocol => 16,
+            DisconnectReason::TokenWrongServer => 17,
+            DisconnectReason::TokenReused => 18,
             DisconnectReason::Other(c) => c,
         }
     }
@@ -73,6 +91,12 @@ impl DisconnectReason {
             10 => DisconnectReason::HandshakeTimeout,
             11 => DisconnectReason::Desync,
             12 => DisconnectReason::LimitReached,
+            13 => DisconnectReason::TokenMissing,
+            14 => DisconnectReason::TokenInvalid,
+            15 => DisconnectReason::TokenExpired,
+            16 => DisconnectReason::TokenWrongProtocol,
+            17 => DisconnectReason::TokenWrongServer,
+            18 => DisconnectReason::TokenReused,
             c => DisconnectReason::Other(c),
         }
     }
@@ -93,6 +117,14 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::HandshakeTimeout => f.write_str("handshake timeout"),
             DisconnectReason::Desync => f.write_str("view desync"),
             DisconnectReason::LimitReached => f.write_str("protocol limit reached"),
+            DisconnectReason::TokenMissing => f.write_str("no connect token"),
+            DisconnectReason::TokenInvalid => f.write_str("invalid connect token"),
+            DisconnectReason::TokenExpired => f.write_str("connect token expired"),
+            DisconnectReason::TokenWrongProtocol => {
+                f.write_str("connect token for another protocol id")
+            }
+            DisconnectReason::TokenWrongServer => f.write_str("connect token for another server"),
+            DisconnectReason::TokenReused => f.write_str("connect token already used"),
             DisconnectReason::Other(c) => write!(f, "reason {c}"),
         }
     }

@@ -8,12 +8,15 @@ use lockgrid_kernel::{Command, EntityId, Event};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
-use crate::config::{InvalidConfig, ServerConfig};
+use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
 use crate::error::BufferTooSmall;
 use crate::frame::{Frame, InputFrame, TickBatch, Welcome, WorldParams};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
+use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
+use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
+use crate::used_tokens::UsedTokens;
 use crate::view::View;
 use crate::wire::Writer;
 use crate::Transmit;
@@ -33,12 +36,16 @@ impl fmt::Display for ConnId {
 pub enum ServerEvent<A> {
     /// A client said Hello with the right version. Check its token, then call
     /// [`Server::accept`] (and spawn its entity) or [`Server::reject`].
+    /// A server with a key has already checked the connect token: its
+    /// client id and user data are in [`Server::token_claims`], and the
+    /// connection may be accepted only as that client id.
     Connecting {
         /// The new connection.
         conn: ConnId,
         /// Where it came from.
         from: A,
-        /// The Hello's token, for the host's check.
+        /// The Hello's token, for the host's check (with a key, the sealed
+        /// Hello token, already checked).
         token: Vec<u8>,
     },
     /// One input of a client, exactly once and in tick order per connection.
@@ -84,6 +91,12 @@ pub struct ConnStats {
     pub inputs_delivered: u64,
     /// Commands that named another entity than the connection's, dropped.
     pub foreign_commands: u64,
+    /// Sealed datagrams that failed authentication (altered, forged or
+    /// sealed under another key), dropped silently.
+    pub auth_failed: u64,
+    /// Sealed datagrams whose packet number was already received or is
+    /// older than the replay window, dropped before opening.
+    pub replayed: u64,
 }
 
 /// Server-wide counters.
@@ -95,6 +108,17 @@ pub struct ServerStats {
     pub stateless_replies: u64,
     /// Stateless replies dropped because the reply queue was full.
     pub stateless_dropped: u64,
+    /// Hellos refused for their connect token (missing, invalid, expired,
+    /// for another protocol id or server, or already used).
+    pub tokens_refused: u64,
+    /// Used tokens forgotten while still alive, because the table of used
+    /// tokens was full ([`ServerSecurity::max_used_tokens`]).
+    pub used_tokens_evicted: u64,
+    /// Datagrams that named an open connection's id from another address
+    /// than the connection's, dropped (no connection moves address).
+    pub address_mismatch: u64,
+    /// Sealed datagrams that failed authentication, over all connections.
+    pub auth_failed: u64,
 }
 
 /// Why [`Server::push_tick`] refused a tick; nothing was queued.
@@ -131,6 +155,9 @@ pub enum ConnError {
     AlreadyAccepted,
     /// Another connection acts for this entity.
     EntityInUse,
+    /// The connection's connect token names another entity: a client may
+    /// act only for the entity its token names.
+    NotTokenClient,
 }
 
 impl fmt::Display for ConnError {
@@ -139,6 +166,7 @@ impl fmt::Display for ConnError {
             ConnError::UnknownConnection => "unknown connection",
             ConnError::AlreadyAccepted => "connection already accepted",
             ConnError::EntityInUse => "entity already has a connection",
+            ConnError::NotTokenClient => "entity is not the one the connect token names",
         })
     }
 }
@@ -190,6 +218,12 @@ struct Conn<A> {
     next_input_seq: u64,
     last_input_tick: Option<u64>,
     shadow: View,
+    /// What the connect token said, when the server has a key.
+    claims: Option<TokenClaims>,
+    keys: Option<ConnKeys>,
+    /// The token of the Hello that opened the connection: a Hello from
+    /// the same address with another token is a new client there.
+    hello_token: Vec<u8>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
     stats: ConnStats,
@@ -213,13 +247,39 @@ pub struct Server<A> {
     by_addr: BTreeMap<A, u32>,
     by_entity: BTreeMap<EntityId, u32>,
     events: VecDeque<ServerEvent<A>>,
-    stateless: VecDeque<(A, u32, DisconnectReason)>,
+    stateless: VecDeque<Reply<A>>,
     last_tick: Option<u64>,
     id_counter: u64,
     cursor: u32,
     route: Vec<Event>,
     rejected: Vec<(EntityId, usize)>,
+    security: Option<Security>,
+    /// Where sealed datagrams are opened (capacity kept between calls).
+    scratch: Vec<u8>,
     stats: ServerStats,
+}
+
+/// A Disconnect sent outside a connection's packet flow: stateless (in
+/// clear, seq 0) or, for a closing connection with keys, sealed.
+struct Reply<A> {
+    to: A,
+    conn_id: u32,
+    reason: DisconnectReason,
+    sealed: Option<(PacketKey, u32)>,
+}
+
+/// A connection's packet keys, when it began with a connect token.
+struct ConnKeys {
+    /// Seals what the server sends (the token's server-to-client key).
+    send: PacketKey,
+    /// Opens what the client sends (the token's client-to-server key).
+    recv: PacketKey,
+}
+
+/// The server's key and its memory of used tokens.
+struct Security {
+    config: ServerSecurity,
+    used: UsedTokens,
 }
 
 /// splitmix64: a bijective mixer, so seeded connection ids look random but
@@ -233,6 +293,10 @@ fn mix(mut z: u64) -> u64 {
 
 impl<A: Clone + Ord> Server<A> {
     /// A server for a world with parameters `world`.
+    ///
+    /// It accepts any Hello and hands its token to the host unchecked, and
+    /// its packets travel in clear: for development on a trusted network.
+    /// A server reachable by others uses [`with_security`](Self::with_security).
     pub fn new(config: ServerConfig, world: WorldParams) -> Result<Self, InvalidConfig> {
         config.validate()?;
         Ok(Server {
@@ -249,8 +313,101 @@ impl<A: Clone + Ord> Server<A> {
             cursor: 0,
             route: Vec::new(),
             rejected: Vec::new(),
+            security: None,
+            scratch: Vec::new(),
             stats: ServerStats::default(),
         })
+    }
+
+    /// A server that accepts only connect tokens minted under
+    /// `security.private_key` for itself, and seals every packet after the
+    /// Hello with the connection's keys. A Hello is refused (and counted in
+    /// [`ServerStats::tokens_refused`]) with the reason the client hears:
+    /// [`TokenMissing`](DisconnectReason::TokenMissing),
+    /// [`TokenInvalid`](DisconnectReason::TokenInvalid),
+    /// [`TokenWrongProtocol`](DisconnectReason::TokenWrongProtocol),
+    /// [`TokenExpired`](DisconnectReason::TokenExpired),
+    /// [`TokenWrongServer`](DisconnectReason::TokenWrongServer) or
+    /// [`TokenReused`](DisconnectReason::TokenReused).
+    pub fn with_security(
+        config: ServerConfig,
+        world: WorldParams,
+        security: ServerSecurity,
+    ) -> Result<Self, InvalidConfig> {
+        let mut server = Self::new(config, world)?;
+        server.set_security(security)?;
+        Ok(server)
+    }
+
+    /// Turns security on for a server built with [`new`](Self::new), for
+    /// a host that learns its address only after binding its socket. Only
+    /// before the first connection: a connection never changes its keys.
+    pub fn set_security(&mut self, security: ServerSecurity) -> Result<(), InvalidConfig> {
+        security.validate()?;
+        if !self.conns.is_empty() {
+            return Err(InvalidConfig(
+                "security must be set before the first connection",
+            ));
+        }
+        self.security = Some(Security {
+            used: UsedTokens::new(security.max_used_tokens),
+            config: security,
+        });
+        Ok(())
+    }
+
+    /// Whether the server checks tokens and seals packets.
+    pub fn is_secure(&self) -> bool {
+        self.security.is_some()
+    }
+
+    /// What a connection's connect token said (client id, user data,
+    /// expiry), when the server has a key: for the host's rules to decide.
+    pub fn token_claims(&self, conn: ConnId) -> Option<&TokenClaims> {
+        self.conns.get(&conn.0).and_then(|c| c.claims.as_ref())
+    }
+
+    /// Checks a Hello's token against the key, the clock, this server and
+    /// the used-token table (a token opens one connection).
+    fn check_token(
+        &mut self,
+        now: Instant,
+        token: &[u8],
+    ) -> Result<Option<TokenClaims>, DisconnectReason> {
+        let Some(sec) = self.security.as_mut() else {
+            return Ok(None);
+        };
+        if token.is_empty() {
+            return Err(DisconnectReason::TokenMissing);
+        }
+        let now_unix = sec.config.unix_secs_at_zero + now.as_micros() / 1_000_000;
+        // The readable fields first: cheap refusals before the AEAD runs.
+        let header = peek_hello_token(token).map_err(|_| DisconnectReason::TokenInvalid)?;
+        if header.protocol_id != sec.config.protocol_id {
+            return Err(DisconnectReason::TokenWrongProtocol);
+        }
+        if header.expire_unix_secs <= now_unix {
+            return Err(DisconnectReason::TokenExpired);
+        }
+        let claims = open_hello_token(&sec.config.private_key, token).map_err(|e| match e {
+            TokenError::Forged
+            | TokenError::WrongLength { .. }
+            | TokenError::UnsupportedVersion(_)
+            | TokenError::Invalid(_) => DisconnectReason::TokenInvalid,
+        })?;
+        if !claims
+            .server_addresses
+            .iter()
+            .any(|a| sec.config.addresses.contains(a))
+        {
+            return Err(DisconnectReason::TokenWrongServer);
+        }
+        let evicted = sec
+            .used
+            .use_token(claims.tag, claims.expire_unix_secs, now_unix)
+            .map_err(|_| DisconnectReason::TokenReused)?;
+        self.stats.used_tokens_evicted += evicted;
+        Ok(Some(claims))
     }
 
     /// The configuration.
@@ -309,7 +466,12 @@ impl<A: Clone + Ord> Server<A> {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
         }
-        self.stateless.push_back((to, conn_id, reason));
+        self.stateless.push_back(Reply {
+            to,
+            conn_id,
+            reason,
+            sealed: None,
+        });
     }
 
     fn new_conn_id(&mut self) -> u32 {
@@ -336,7 +498,23 @@ impl<A: Clone + Ord> Server<A> {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
         }
-        self.stateless.push_back((c.addr.clone(), id, reason));
+        // A connection with keys says goodbye sealed, with its next packet
+        // number, so its client can believe it.
+        let sealed = match &c.keys {
+            Some(k) => match c.next_seq.checked_add(1) {
+                Some(_) => Some((k.send.clone(), c.next_seq)),
+                None => None,
+            },
+            None => None,
+        };
+        if c.keys.is_none() || sealed.is_some() {
+            self.stateless.push_back(Reply {
+                to: c.addr.clone(),
+                conn_id: id,
+                reason,
+                sealed,
+            });
+        }
         self.events.push_back(ServerEvent::Disconnected {
             conn: ConnId(id),
             entity: c.entity,
@@ -354,6 +532,14 @@ impl<A: Clone + Ord> Server<A> {
             }
         }
         let known = self.by_addr.get(&from).copied();
+        let secure = self.security.is_some();
+        if secure {
+            // With keys, only a Hello travels in clear (connection id 0).
+            if let Some((conn_id, seq)) = readable(bytes).filter(|r| r.0 != 0) {
+                self.handle_sealed(now, known, conn_id, seq, bytes);
+                return;
+            }
+        }
         let Ok(packet) = Packet::decode(bytes) else {
             match known.and_then(|id| self.conns.get_mut(&id)) {
                 Some(c) => c.stats.packets_dropped += 1,
@@ -362,17 +548,144 @@ impl<A: Clone + Ord> Server<A> {
             return;
         };
         match known {
+            // A client that restarted on the address of a connection still
+            // held here: its Hello is not a retransmission of the old one
+            // (packet numbers would collide and its inputs go astray), it
+            // opens a new connection once its token checks out.
+            Some(id) if self.is_other_hello(id, &packet) => {
+                self.handle_unknown(now, from, &packet, bytes.len(), Some(id));
+            }
+            Some(id) if secure => self.handle_hello_again(id, &packet),
             Some(id) => self.handle_conn_packet(now, id, &packet),
-            None => self.handle_unknown(now, from, &packet, bytes.len()),
+            None => self.handle_unknown(now, from, &packet, bytes.len(), None),
         }
     }
 
-    fn handle_unknown(&mut self, now: Instant, from: A, packet: &Packet<'_>, len: usize) {
+    /// A sealed datagram: from its connection's address, new to the replay
+    /// window and authentic, or dropped and counted.
+    fn handle_sealed(
+        &mut self,
+        now: Instant,
+        known: Option<u32>,
+        conn_id: u32,
+        seq: u32,
+        bytes: &[u8],
+    ) {
+        let id = match known {
+            Some(id) if id == conn_id => id,
+            Some(id) => {
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.stats.packets_dropped += 1;
+                }
+                return;
+            }
+            None => {
+                if self.conns.contains_key(&conn_id) {
+                    self.stats.address_mismatch += 1;
+                } else {
+                    self.stats.unknown_dropped += 1;
+                }
+                return;
+            }
+        };
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let Some(keys) = &c.keys else {
+            c.stats.packets_dropped += 1;
+            return;
+        };
+        // The replay window is checked before the costlier open, and moved
+        // only after the packet authenticated (in handle_conn_packet).
+        if seq == 0 || c.recv.check(seq) != Receipt::New {
+            c.stats.replayed += 1;
+            c.stats.packets_dropped += 1;
+            return;
+        }
+        let mut scratch = core::mem::take(&mut self.scratch);
+        if open_packet(&keys.recv, bytes, &mut scratch).is_err() {
+            c.stats.auth_failed += 1;
+            self.stats.auth_failed += 1;
+        } else {
+            match Packet::decode(&scratch) {
+                Ok(packet) => self.handle_conn_packet(now, id, &packet),
+                Err(_) => c.stats.packets_dropped += 1,
+            }
+        }
+        self.scratch = scratch;
+    }
+
+    /// A Hello in clear from a connection's address: the client has not
+    /// heard the Welcome yet. Only the same token may ask for it again;
+    /// nothing else in clear touches the connection.
+    fn handle_hello_again(&mut self, id: u32, packet: &Packet<'_>) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let same_token = packet.header.conn_id == 0
+            && packet.frames.iter().any(|f| match f {
+                Frame::Hello { token, .. } => *token == c.hello_token.as_slice(),
+                _ => false,
+            });
+        if same_token {
+            c.welcome_due = c.entity.is_some();
+            c.stats.packets_received += 1;
+        } else {
+            c.stats.packets_dropped += 1;
+        }
+    }
+
+    /// Whether `packet` is a Hello (connection id 0) whose token differs
+    /// from the one connection `id` began with: another client on its
+    /// address, not the same client asking again.
+    fn is_other_hello(&self, id: u32, packet: &Packet<'_>) -> bool {
+        let Some(c) = self.conns.get(&id) else {
+            return false;
+        };
+        packet.header.conn_id == 0
+            && packet.frames.iter().any(|f| match f {
+                Frame::Hello { token, .. } => *token != c.hello_token.as_slice(),
+                _ => false,
+            })
+    }
+
+    /// Ends connection `id` because a new client took over its address:
+    /// the host hears it left, but no Disconnect goes out, since the new
+    /// client at that address would take it for its own.
+    fn drop_replaced(&mut self, id: u32) {
+        let Some(c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.by_addr.remove(&c.addr);
+        if let Some(e) = c.entity {
+            self.by_entity.remove(&e);
+        }
+        self.events.push_back(ServerEvent::Disconnected {
+            conn: ConnId(id),
+            entity: c.entity,
+            reason: DisconnectReason::Closed,
+        });
+    }
+
+    /// A datagram from an address without a connection, or (`replacing`)
+    /// a new client's Hello from the address of connection `replacing`,
+    /// which ends only if the Hello is good enough to open a connection.
+    fn handle_unknown(
+        &mut self,
+        now: Instant,
+        from: A,
+        packet: &Packet<'_>,
+        len: usize,
+        replacing: Option<u32>,
+    ) {
         let hello = packet.frames.iter().find_map(|f| match f {
             Frame::Hello { version, token } => Some((*version, *token)),
             _ => None,
         });
         let Some((version, token)) = hello else {
+            if self.conns.contains_key(&packet.header.conn_id) {
+                self.stats.address_mismatch += 1;
+            }
             self.queue_stateless(
                 from,
                 packet.header.conn_id,
@@ -389,13 +702,32 @@ impl<A: Clone + Ord> Server<A> {
             self.queue_stateless(from, 0, DisconnectReason::VersionMismatch, len);
             return;
         }
+        let claims = match self.check_token(now, token) {
+            Ok(claims) => claims,
+            Err(reason) => {
+                self.stats.tokens_refused += 1;
+                self.queue_stateless(from, 0, reason, len);
+                return;
+            }
+        };
+        if let Some(old) = replacing {
+            self.drop_replaced(old);
+        }
         if self.conns.len() >= self.config.max_connections {
             self.queue_stateless(from, 0, DisconnectReason::ServerFull, len);
             return;
         }
         let id = self.new_conn_id();
         let mut recv = RecvTracker::default();
-        recv.record(packet.header.seq);
+        let keys = claims.as_ref().map(|t| ConnKeys {
+            send: PacketKey::new(&t.keys.server_to_client),
+            recv: PacketKey::new(&t.keys.client_to_server),
+        });
+        if keys.is_none() {
+            // In clear the Hello is acknowledged like any packet; with keys
+            // only authenticated packets move the replay window.
+            recv.record(packet.header.seq);
+        }
         let conn = Conn {
             id: ConnId(id),
             addr: from.clone(),
@@ -413,6 +745,9 @@ impl<A: Clone + Ord> Server<A> {
             next_input_seq: 0,
             last_input_tick: None,
             shadow: View::new(),
+            claims,
+            keys,
+            hello_token: token.to_vec(),
             pending: VecDeque::new(),
             pending_bytes: 0,
             stats: ConnStats {
@@ -502,6 +837,9 @@ impl<A: Clone + Ord> Server<A> {
         if c.entity.is_some() {
             return Err(ConnError::AlreadyAccepted);
         }
+        if c.claims.as_ref().is_some_and(|t| t.client_id != entity) {
+            return Err(ConnError::NotTokenClient);
+        }
         c.entity = Some(entity);
         c.welcome_due = true;
         c.welcome_tick = last;
@@ -564,7 +902,12 @@ impl<A: Clone + Ord> Server<A> {
         // Stable: keeps input order among one entity's rejections.
         self.rejected.sort_by_key(|r| r.0);
 
-        let budget = self.config.part_budget();
+        let overhead = if self.security.is_some() {
+            SEAL_OVERHEAD
+        } else {
+            0
+        };
+        let budget = self.config.part_budget() - overhead;
         let max_parts = usize::from(self.config.max_parts_per_tick);
         let mut closing = Vec::new();
         for (&entity, &id) in &self.by_entity {
@@ -621,21 +964,28 @@ impl<A: Clone + Ord> Server<A> {
             return Err(BufferTooSmall { needed: mtu });
         }
         let buf = &mut buf[..mtu];
-        if let Some((to, conn_id, reason)) = self.stateless.pop_front() {
+        if let Some(reply) = self.stateless.pop_front() {
             let header = Header {
-                conn_id,
-                seq: 0,
+                conn_id: reply.conn_id,
+                seq: reply.sealed.as_ref().map_or(0, |s| s.1),
                 ack: 0,
                 ack_bits: 0,
             };
             let mut w = Writer::new(buf);
             header.write(&mut w);
-            Frame::Disconnect { reason }.write_infallible(&mut w);
-            self.stats.stateless_replies += 1;
-            // A header and a two-byte frame always fit an MTU of at least MIN_MTU.
-            let len = w.pos();
+            Frame::Disconnect {
+                reason: reply.reason,
+            }
+            .write_infallible(&mut w);
+            // A header, a two-byte frame and a tag always fit an MTU of at least MIN_MTU.
+            let mut len = w.pos();
+            if let Some((key, _)) = &reply.sealed {
+                len = seal_packet(key, buf, len).unwrap_or(0);
+            } else {
+                self.stats.stateless_replies += 1;
+            }
             return Ok(Some(Transmit {
-                destination: to,
+                destination: reply.to,
                 len,
             }));
         }
@@ -665,7 +1015,20 @@ impl<A: Clone + Ord> Server<A> {
             self.close(id, DisconnectReason::LimitReached);
             return Ok(None);
         };
-        let len = c.build_packet(now, seq, buf, world, tick_interval_us, window);
+        let len = match &c.keys {
+            None => c.build_packet(now, seq, buf, world, tick_interval_us, window),
+            Some(_) => {
+                let room = mtu - SEAL_OVERHEAD;
+                let plain =
+                    c.build_packet(now, seq, &mut buf[..room], world, tick_interval_us, window);
+                c.stats.bytes_sent += SEAL_OVERHEAD as u64;
+                match c.keys.as_ref().map(|k| seal_packet(&k.send, buf, plain)) {
+                    Some(Ok(len)) => len,
+                    // The plaintext left room for the tag and starts with a header.
+                    _ => 0,
+                }
+            }
+        };
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,

@@ -110,7 +110,7 @@ fn frame_codes_and_bytes() {
 
 #[test]
 fn reason_codes() {
-    let table: String = (0..=13u8)
+    let table: String = (0..=19u8)
         .map(|c| format!("{c:>3} {:?}\n", DisconnectReason::from_code(c)))
         .collect();
     golden!("disconnect_reasons", table);

@@ -164,8 +164,21 @@ pub(super) fn generate_load(
     for i in 0..opts.clients {
         let socket = UdpSocket::bind(bind).map_err(BotsError::Socket)?;
         socket.set_nonblocking(true).map_err(BotsError::Socket)?;
-        let client = Client::new(ClientConfig::default(), opts.server, b"lockgrid-bots", now)
-            .map_err(|e| BotsError::Options(e.to_string()))?;
+        // With the server's key, each client carries a token naming its own
+        // entity; without one, the server picks the entity.
+        let client = match &opts.key {
+            Some(key) => {
+                let token = crate::token::mint_for(
+                    key,
+                    opts.server,
+                    crate::token::bot_client_id(opts.seed, i),
+                )
+                .map_err(BotsError::Options)?;
+                Client::with_token(ClientConfig::default(), opts.server, &token, now)
+            }
+            None => Client::new(ClientConfig::default(), opts.server, b"lockgrid-bots", now),
+        }
+        .map_err(|e| BotsError::Options(e.to_string()))?;
         bots.push(Bot {
             socket,
             client,

@@ -37,6 +37,9 @@ pub(crate) struct BotsArgs {
     /// Skip the check against the data folder (for a server on another machine).
     #[arg(long)]
     no_verify: bool,
+    /// The server's private key file: each client gets a connect token minted with it.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
@@ -52,6 +55,10 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
         seed: args.seed,
         max_speed,
         data_dir: (!args.no_verify).then_some(args.data_dir),
+        key: match &args.key {
+            Some(path) => Some(lockgrid_host::token::read_key_file(path).map_err(Failure::new)?),
+            None => None,
+        },
         ..BotsOptions::default()
     };
     let bar = if io::stderr().is_terminal() {

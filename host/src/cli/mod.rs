@@ -5,6 +5,7 @@ mod render;
 mod replay;
 mod run;
 mod serve;
+mod token;
 mod view;
 
 use std::io;
@@ -40,6 +41,8 @@ enum Commands {
     /// Run protocol clients with random walks against a server and check their views.
     #[command(allow_negative_numbers = true)]
     Bots(bots::BotsArgs),
+    /// Print a connect token (hex) for a client, minted with a server's key.
+    Token(token::TokenArgs),
     /// Run a scenario file and print its JSON Lines event stream.
     #[command(allow_negative_numbers = true)]
     Run {
@@ -129,6 +132,7 @@ pub(crate) fn main() -> ExitCode {
     let result = match cli.command {
         Commands::Serve(args) => serve::run(args),
         Commands::Bots(args) => bots::run(args),
+        Commands::Token(args) => token::run(args),
         Commands::Run {
             scenario,
             summary,

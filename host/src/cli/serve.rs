@@ -55,6 +55,10 @@ pub(crate) struct ServeArgs {
     /// With no journal in the data folder but snapshots left there: delete them and start a new world.
     #[arg(long)]
     discard_snapshots: bool,
+    /// Private key file (64 hex digits) shared with the token minter: only
+    /// clients with a connect token connect, and packets are sealed.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
     /// TOML file with a `[world]` table (the scenario `config` keys) and a
     /// `[server]` table (these flags' names with underscores).
     #[arg(long, value_name = "FILE")]
@@ -307,6 +311,9 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
             .map_err(|_| Failure::new("--client-timeout must be a non-negative number"))?;
     }
     opts.discard_snapshots = args.discard_snapshots;
+    if let Some(path) = &args.key {
+        opts.key = Some(lockgrid_host::token::read_key_file(path).map_err(Failure::new)?);
+    }
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {
         opts.stop_after = Some(

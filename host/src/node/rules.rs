@@ -1,7 +1,36 @@
 //! The game rules a node runs: the trait an embedder implements.
 
 use lockgrid_kernel::{Command, EntityId, Spawn, World};
-use lockgrid_protocol::DisconnectReason;
+use lockgrid_protocol::{DisconnectReason, TokenClaims};
+
+/// What a client brought to its Hello, for [`Rules::admit`] and
+/// [`Rules::spawn`] to decide on.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct ClientHello<'a> {
+    /// The Hello's token bytes as sent: without a key, whatever the client
+    /// chose to put there (an account name, a session ticket); with a key,
+    /// the sealed connect token the protocol has already opened.
+    pub token: &'a [u8],
+    /// With a key, what the connect token said: its `client_id` is the
+    /// entity the client acts for (the node refuses an NPC's id or one in
+    /// use), its `user_data` the backend's word on the player. `None`
+    /// without a key.
+    pub claims: Option<&'a TokenClaims>,
+}
+
+impl<'a> ClientHello<'a> {
+    /// A Hello with `token` and, for a keyed server, the token's `claims`.
+    pub fn new(token: &'a [u8], claims: Option<&'a TokenClaims>) -> Self {
+        ClientHello { token, claims }
+    }
+
+    /// The backend's user data from the connect token (zero-padded to its
+    /// fixed length), or `None` without a key.
+    pub fn user_data(&self) -> Option<&'a [u8]> {
+        self.claims.map(|c| &c.user_data[..])
+    }
+}
 
 /// Why the node refused something a client sent. Counted per reason in
 /// [`NodeStats::refused`](super::NodeStats::refused).
@@ -86,14 +115,17 @@ pub trait Rules {
     /// clients of a previous run and spawning the server's own entities.
     fn start(&mut self, world: &World, out: &mut Vec<Command>);
 
-    /// A client said Hello with `token`: admit it, or refuse with a reason
-    /// (the client is told [`DisconnectReason::TokenRejected`]).
-    fn admit(&mut self, world: &World, token: &[u8]) -> Result<(), Refusal>;
+    /// A client said Hello: admit it, or refuse with a reason (the client is
+    /// told [`DisconnectReason::TokenRejected`]). With a key, `hello.claims`
+    /// holds the connect token's client id and user data, so the rules
+    /// decide on the identity the backend vouched for.
+    fn admit(&mut self, world: &World, hello: &ClientHello<'_>) -> Result<(), Refusal>;
 
     /// The spawn of an admitted client's entity, which gets id `entity`
-    /// (chosen by the node); `token` is the one [`admit`](Self::admit)
-    /// accepted (an account, a saved position). It is applied in the next tick.
-    fn spawn(&mut self, world: &World, entity: EntityId, token: &[u8]) -> Spawn;
+    /// (the connect token's client id with a key, else chosen by the node);
+    /// `hello` is the one [`admit`](Self::admit) accepted (an account, a
+    /// saved position in the user data). It is applied in the next tick.
+    fn spawn(&mut self, world: &World, entity: EntityId, hello: &ClientHello<'_>) -> Spawn;
 
     /// One command a client sent for its own `entity`, meant for `tick` (the
     /// tick it will be applied in): push what it becomes onto `out` (itself,

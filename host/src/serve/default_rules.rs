@@ -8,7 +8,7 @@ use lockgrid_protocol::DisconnectReason;
 use tracing::info;
 
 use super::rules::{client_spawn, npc_move, npc_spawn, step_per_tick, Allowance, CLIENT_ID_BASE};
-use crate::node::{Refusal, Rules};
+use crate::node::{ClientHello, Refusal, Rules};
 
 /// Today's game rules of `lockgrid serve`, as a [`Rules`] implementation.
 ///
@@ -68,11 +68,11 @@ impl Rules for DefaultRules {
         }
     }
 
-    fn admit(&mut self, _world: &World, _token: &[u8]) -> Result<(), Refusal> {
+    fn admit(&mut self, _world: &World, _hello: &ClientHello<'_>) -> Result<(), Refusal> {
         Ok(())
     }
 
-    fn spawn(&mut self, world: &World, entity: EntityId, _token: &[u8]) -> Spawn {
+    fn spawn(&mut self, world: &World, entity: EntityId, _hello: &ClientHello<'_>) -> Spawn {
         let spawn = client_spawn(world.config(), entity);
         self.allowances.insert(
             entity,

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use lockgrid_host::node::{Refusal, Rules};
+use lockgrid_host::node::{ClientHello, Refusal, Rules};
 use lockgrid_kernel::{Command, EntityId, Spawn, World};
 use lockgrid_protocol::DisconnectReason;
 
@@ -35,12 +35,12 @@ impl<R: Rules> Rules for Recorded<R> {
         self.inner.start(world, out);
     }
 
-    fn admit(&mut self, world: &World, token: &[u8]) -> Result<(), Refusal> {
-        self.inner.admit(world, token)
+    fn admit(&mut self, world: &World, hello: &ClientHello<'_>) -> Result<(), Refusal> {
+        self.inner.admit(world, hello)
     }
 
-    fn spawn(&mut self, world: &World, entity: EntityId, token: &[u8]) -> Spawn {
-        self.inner.spawn(world, entity, token)
+    fn spawn(&mut self, world: &World, entity: EntityId, hello: &ClientHello<'_>) -> Spawn {
+        self.inner.spawn(world, entity, hello)
     }
 
     fn check_input(

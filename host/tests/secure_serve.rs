@@ -1,0 +1,258 @@
+//! The real binaries with a key: `lockgrid serve --key` lets in bots with
+//! tokens minted from the same key file, and a client whose token the
+//! `lockgrid token` command printed; a client without a token is refused
+//! with `token_missing`. Without a key, serve warns that anyone may connect.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant as StdInstant};
+
+use lockgrid_protocol::token::ConnectToken;
+use lockgrid_protocol::{Client, ClientConfig, ClientEvent, DisconnectReason, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockgrid");
+
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `lockgrid serve` on a free loopback port; stderr goes to `log`.
+fn serve(data: &Path, log: &Path, extra: &[&str]) -> Served {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--seconds",
+            "60",
+            "--data-dir",
+        ])
+        .arg(data)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("spawn serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("serve's first line");
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    Served { child, addr }
+}
+
+fn run(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let until = StdInstant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if StdInstant::now() > until {
+            let _ = child.kill();
+            panic!("command ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Drives one protocol client over a real socket until it connects or ends.
+fn drive(mut client: Client<SocketAddr>, server: SocketAddr) -> Result<u64, DisconnectReason> {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(10)))
+        .expect("timeout");
+    let epoch = StdInstant::now();
+    let now = || Instant::from_micros(epoch.elapsed().as_micros() as u64);
+    let mut buf = vec![0u8; 1500];
+    while epoch.elapsed() < Duration::from_secs(20) {
+        while let Some(t) = client.poll_transmit(now(), &mut buf).expect("mtu buffer") {
+            socket.send_to(&buf[..t.len], server).expect("send");
+        }
+        if let Ok((n, from)) = socket.recv_from(&mut buf) {
+            client.handle_datagram(now(), from, &buf[..n]);
+        }
+        if client.poll_timeout().is_some_and(|t| t <= now()) {
+            client.handle_timeout(now());
+        }
+        while let Some(e) = client.poll_event() {
+            match e {
+                ClientEvent::Connected(w) => return Ok(w.entity),
+                ClientEvent::Disconnected { reason } => return Err(reason),
+                ClientEvent::Tick { .. } => {}
+            }
+        }
+    }
+    panic!("the client neither connected nor was refused");
+}
+
+fn read(path: &Path) -> String {
+    let mut s = String::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut s))
+        .expect("read");
+    s
+}
+
+#[test]
+fn a_keyed_server_admits_token_holders_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (data, key, log) = (
+        dir.path().join("data"),
+        dir.path().join("key"),
+        dir.path().join("serve.log"),
+    );
+    std::fs::write(&key, format!("{}\n", "3c".repeat(32))).expect("key file");
+    let key_arg = key.to_str().expect("utf-8 path");
+    let served = serve(&data, &log, &["--key", key_arg]);
+    let addr = served.addr.to_string();
+
+    // Bots mint their own tokens from the key file, connect and check their views.
+    let out = run(
+        Command::new(BIN)
+            .args([
+                "bots",
+                "--clients",
+                "4",
+                "--seconds",
+                "2",
+                "--server",
+                &addr,
+                "--key",
+                key_arg,
+                "--data-dir",
+            ])
+            .arg(&data),
+        Duration::from_secs(90),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bots failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("4 started, 4 connected, 0 dropped"),
+        "{stdout}"
+    );
+
+    // A token printed by `lockgrid token` connects as its client id.
+    let out = run(
+        Command::new(BIN).args([
+            "token",
+            "--key",
+            key_arg,
+            "--client-id",
+            "4294970000",
+            "--expires",
+            "1m",
+            "--server",
+            &addr,
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hex = String::from_utf8(out.stdout).expect("utf-8");
+    let bytes: Vec<u8> = (0..hex.trim().len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex.trim()[i..i + 2], 16).expect("hex"))
+        .collect();
+    let token = ConnectToken::decode(&bytes).expect("a connect token");
+    let client =
+        Client::with_token(ClientConfig::default(), served.addr, &token, Instant::ZERO).unwrap();
+    assert_eq!(drive(client, served.addr), Ok(4_294_970_000));
+
+    // No token, or a token for another server: refused, with the reason.
+    let bare = Client::new(ClientConfig::default(), served.addr, b"", Instant::ZERO).unwrap();
+    assert_eq!(
+        drive(bare, served.addr),
+        Err(DisconnectReason::TokenMissing)
+    );
+    let out = run(
+        Command::new(BIN).args([
+            "token",
+            "--key",
+            key_arg,
+            "--client-id",
+            "4294970001",
+            "--server",
+            "127.0.0.1:9",
+        ]),
+        Duration::from_secs(30),
+    );
+    let hex = String::from_utf8(out.stdout).expect("utf-8");
+    let bytes: Vec<u8> = (0..hex.trim().len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex.trim()[i..i + 2], 16).expect("hex"))
+        .collect();
+    let other = ConnectToken::decode(&bytes).expect("a connect token");
+    let client =
+        Client::with_token(ClientConfig::default(), served.addr, &other, Instant::ZERO).unwrap();
+    assert_eq!(
+        drive(client, served.addr),
+        Err(DisconnectReason::TokenWrongServer)
+    );
+    drop(served);
+    let log = read(&log);
+    assert!(log.contains("connect tokens required"), "{log}");
+    assert!(!log.contains("unauthenticated"), "{log}");
+}
+
+#[test]
+fn a_server_without_a_key_warns_at_startup() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (data, log) = (dir.path().join("data"), dir.path().join("serve.log"));
+    let served = serve(&data, &log, &[]);
+    let bare = Client::new(ClientConfig::default(), served.addr, b"", Instant::ZERO).unwrap();
+    assert!(drive(bare, served.addr).is_ok());
+    drop(served);
+    let log = read(&log);
+    assert!(log.contains("unauthenticated and unencrypted"), "{log}");
+}
+
+#[test]
+fn token_refuses_bad_keys_and_durations() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key = dir.path().join("key");
+    std::fs::write(&key, "not hex").expect("key file");
+    let out = run(
+        Command::new(BIN)
+            .args(["token", "--client-id", "1", "--key"])
+            .arg(&key),
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("key file"));
+    std::fs::write(&key, "ab".repeat(32)).expect("key file");
+    for bad in ["0s", "10x", "abc"] {
+        let out = run(
+            Command::new(BIN)
+                .args(["token", "--client-id", "1", "--expires", bad, "--key"])
+                .arg(&key),
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success(), "--expires {bad} accepted");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--expires"));
+    }
+}
