@@ -7,6 +7,7 @@
 //!   (config plus each tick's commands);
 //! - [`jsonl`]: the JSON Lines event stream, byte for byte;
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
+//! - [`cell_stream`]: a scenario's cell-addressed events as JSON Lines;
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
 //! - [`node`]: the sans-IO server node (world, protocol, game rules, storage);
 //! - [`serve`]: the UDP driver of the node behind `lockgrid serve`;
@@ -28,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bots;
+pub mod cell_stream;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;

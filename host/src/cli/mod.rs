@@ -44,6 +44,9 @@ enum Commands {
             requires = "journal"
         )]
         snapshot_every: u64,
+        /// Print the cell-addressed events (leave/enter/update per cell) instead of the per-observer ones.
+        #[arg(long, conflicts_with_all = ["summary", "journal"])]
+        by_cell: bool,
     },
     /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
     #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
@@ -109,9 +112,15 @@ pub(crate) fn main() -> ExitCode {
         Commands::Bots(args) => bots::run(args),
         Commands::Run {
             scenario,
+            by_cell: true,
+            ..
+        } => run::run_by_cell(&scenario),
+        Commands::Run {
+            scenario,
             summary,
             journal,
             snapshot_every,
+            ..
         } => run::run(&scenario, summary, journal.as_deref(), snapshot_every),
         Commands::Replay {
             data_dir,

@@ -3,6 +3,7 @@
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+use lockgrid_host::cell_stream::run_by_cell as run_cells;
 use lockgrid_host::jsonl;
 use lockgrid_host::run::{run_scenario, run_with, summarize_scenario, RunError};
 use lockgrid_host::scenario::Scenario;
@@ -70,6 +71,17 @@ pub(crate) fn run(
         run_scenario(&scenario, &mut out)
     };
     match result {
+        Ok(_) => Ok(()),
+        Err(RunError::Io(e)) => output_error(e).map_or(Ok(()), Err),
+        Err(e) => Err(Failure::new(format_args!("{}: {e}", path.display()))),
+    }
+}
+
+/// `lockgrid run SCENARIO --by-cell`: the cell-addressed event stream.
+pub(crate) fn run_by_cell(path: &Path) -> Result<(), Failure> {
+    let scenario = load_scenario(path)?;
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    match run_cells(&scenario, &mut out) {
         Ok(_) => Ok(()),
         Err(RunError::Io(e)) => output_error(e).map_or(Ok(()), Err),
         Err(e) => Err(Failure::new(format_args!("{}: {e}", path.display()))),
