@@ -11,6 +11,7 @@
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
 //! - [`node`]: the sans-IO server node (world, protocol, game rules, storage);
 //! - [`serve`]: the UDP driver of the node behind `lockgrid serve`;
+//! - [`metrics`]: Prometheus metrics of `lockgrid serve`;
 //! - [`bots`]: protocol clients that load a server and check their views.
 //!
 //! ```
@@ -33,6 +34,7 @@ pub mod cell_stream;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
+pub mod metrics;
 pub mod node;
 pub mod replay;
 pub mod run;

@@ -35,6 +35,7 @@ use lockgrid_protocol::{Instant, ServerConfig, MAX_MTU};
 use tracing::{debug, info, warn};
 
 use crate::journal::SyncPolicy;
+use crate::metrics::{ServeMetrics, TimedStorage};
 use crate::node::{FileStorage, Node, NodeConfig, NodeError};
 use crate::store::StoreError;
 pub use default_rules::DefaultRules;
@@ -75,6 +76,9 @@ pub struct ServeOptions {
     pub max_packets_per_sec: u32,
     /// A client silent for this long is disconnected (and its entity despawned).
     pub client_timeout: Duration,
+    /// Where the tick's figures go (see [`crate::metrics`]); serve them
+    /// with a [`MetricsEndpoint`](crate::metrics::MetricsEndpoint).
+    pub metrics: ServeMetrics,
 }
 
 impl Default for ServeOptions {
@@ -94,6 +98,7 @@ impl Default for ServeOptions {
             stop_after: None,
             max_packets_per_sec: 1000,
             client_timeout: Duration::from_secs(10),
+            metrics: ServeMetrics::new(),
         }
     }
 }
@@ -195,7 +200,7 @@ impl Clock {
     }
 }
 
-type ServeNode = Node<SocketAddr, DefaultRules, FileStorage>;
+type ServeNode = Node<SocketAddr, DefaultRules, TimedStorage<FileStorage>>;
 
 /// Opens (or creates) the data folder and binds the socket, then serves until
 /// `stop` is set or a stop-after limit passes. Returns the final counters.
@@ -236,6 +241,7 @@ pub fn serve_with(
         ..NodeConfig::default()
     };
     let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS);
+    let storage = TimedStorage::new(storage, &opts.metrics);
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
     let clock = Clock(std::time::Instant::now());
     let (mut node, report) = Node::open(clock.now(), config, &opts.world, rules, storage)?;
@@ -262,6 +268,7 @@ pub fn serve_with(
         clock,
         times: TickTimes::default(),
         overruns: 0,
+        counted: node.stats(),
     };
     let started = std::time::Instant::now();
     let result = driver.run(&mut node, &opts, interval, stop);
@@ -320,6 +327,8 @@ struct Driver {
     clock: Clock,
     times: TickTimes,
     overruns: u64,
+    /// The node's counters as the metrics last saw them.
+    counted: crate::node::NodeStats,
 }
 
 impl Driver {
@@ -355,6 +364,11 @@ impl Driver {
                 self.flush(node)?;
                 let took = self.clock.now() - began;
                 self.times.record(took);
+                let counted = node.stats();
+                let entities = node.world().len();
+                let before = std::mem::replace(&mut self.counted, counted);
+                opts.metrics
+                    .record_tick(took, took > interval, &before, &self.counted, entities);
                 if took > interval {
                     self.overruns += 1;
                     overruns_unlogged += 1;

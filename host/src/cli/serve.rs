@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lockgrid_host::decimal::parse_fix;
+use lockgrid_host::metrics::MetricsEndpoint;
 use lockgrid_host::scenario::Scenario;
 use lockgrid_host::serve::{serve_with, ServeOptions};
 use lockgrid_kernel::Config;
@@ -45,6 +46,9 @@ pub(crate) struct ServeArgs {
     /// Disconnect a client silent for this many seconds, despawning its entity [default: 10].
     #[arg(long, value_name = "S")]
     client_timeout: Option<f64>,
+    /// Serve Prometheus metrics over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// Stop after this many ticks.
     #[arg(long, value_name = "N")]
     ticks: Option<u64>,
@@ -77,6 +81,7 @@ struct ServerDe {
     max_speed: Option<toml::Value>,
     snapshot_every: Option<u64>,
     client_timeout: Option<f64>,
+    metrics: Option<SocketAddr>,
 }
 
 /// Reads the `[world]` table with the scenario parser, so the keys, defaults
@@ -97,7 +102,7 @@ fn speed_text(v: &toml::Value) -> Option<String> {
     }
 }
 
-fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
+fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failure> {
     let mut opts = ServeOptions::default();
     let file = match &args.config {
         Some(path) => {
@@ -148,6 +153,7 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
         opts.client_timeout = Duration::try_from_secs_f64(s)
             .map_err(|_| Failure::new("--client-timeout must be a non-negative number"))?;
     }
+    let metrics = args.metrics.or(file.metrics);
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {
         opts.stop_after = Some(
@@ -155,12 +161,19 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
                 .map_err(|_| Failure::new("--seconds must be a non-negative number"))?,
         );
     }
-    Ok(opts)
+    Ok((opts, metrics))
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     super::init_logging();
-    let opts = options(args)?;
+    let (opts, metrics_addr) = options(args)?;
+    let endpoint = match metrics_addr {
+        Some(addr) => Some(
+            MetricsEndpoint::start(addr, opts.metrics.clone())
+                .map_err(|e| Failure::new(format_args!("--metrics {addr}: {e}")))?,
+        ),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     // Ctrl-C, SIGTERM and SIGHUP all finish the tick and close the journal.
@@ -174,6 +187,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
             "lockgrid serve: listening on {addr}, data in {}",
             shown.display()
         );
+        if let Some(endpoint) = &endpoint {
+            println!(
+                "lockgrid serve: metrics on http://{}/metrics",
+                endpoint.addr()
+            );
+        }
         let _ = std::io::Write::flush(&mut std::io::stdout());
     })
     .map_err(|e| Failure::new(format_args!("serve ({}): {e}", data_dir.display())))?;
