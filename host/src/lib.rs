@@ -9,6 +9,7 @@
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
 //! - [`cell_stream`]: a scenario's cell-addressed events as JSON Lines;
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
+//! - [`memory_limit`]: refusing a world the machine cannot hold;
 //! - [`node`]: the sans-IO server node (world, protocol, game rules, storage);
 //! - [`serve`]: the UDP driver of the node behind `lockgrid serve`;
 //! - [`metrics`]: Prometheus metrics of `lockgrid serve`;
@@ -34,6 +35,7 @@ pub mod cell_stream;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
+pub mod memory_limit;
 pub mod metrics;
 pub mod node;
 pub mod replay;

@@ -35,6 +35,7 @@ use lockgrid_protocol::{Instant, ServerConfig, MAX_MTU};
 use tracing::{debug, info, warn};
 
 use crate::journal::SyncPolicy;
+use crate::memory_limit::MemoryLimit;
 use crate::metrics::{ServeMetrics, TimedStorage};
 use crate::node::{FileStorage, Node, NodeConfig, NodeError};
 use crate::store::StoreError;
@@ -79,6 +80,9 @@ pub struct ServeOptions {
     /// Where the tick's figures go (see [`crate::metrics`]); serve them
     /// with a [`MetricsEndpoint`](crate::metrics::MetricsEndpoint).
     pub metrics: ServeMetrics,
+    /// Refuse a world that would reserve more bytes than this; `None`:
+    /// half of the machine's memory (see [`crate::memory_limit`]).
+    pub max_memory: Option<u64>,
 }
 
 impl Default for ServeOptions {
@@ -99,6 +103,7 @@ impl Default for ServeOptions {
             max_packets_per_sec: 1000,
             client_timeout: Duration::from_secs(10),
             metrics: ServeMetrics::new(),
+            max_memory: None,
         }
     }
 }
@@ -240,6 +245,7 @@ pub fn serve_with(
         max_packets_per_sec: opts.max_packets_per_sec,
         ..NodeConfig::default()
     };
+    check_memory(&opts)?;
     let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS);
     let storage = TimedStorage::new(storage, &opts.metrics);
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
@@ -310,6 +316,26 @@ fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
     opts.world
         .validate()
         .map_err(|e| ServeError::Options(format!("world config: {e}")))
+}
+
+/// Refuses, before it is built, a world that would reserve more memory
+/// than the limit: the journal's world when the data folder has one (an
+/// unreadable journal is left for the node to report), else the options'.
+fn check_memory(opts: &ServeOptions) -> Result<(), ServeError> {
+    let journal = crate::store::journal_path(&opts.data_dir);
+    let world = match journal.exists() {
+        true => match crate::journal::JournalReader::open(&journal) {
+            Ok(reader) => *reader.config(),
+            Err(_) => return Ok(()),
+        },
+        false => opts.world,
+    };
+    let limit = opts
+        .max_memory
+        .map_or_else(MemoryLimit::default_for_machine, MemoryLimit::given);
+    limit
+        .check(&world)
+        .map_err(|e| ServeError::Options(e.to_string()))
 }
 
 /// A per-process seed for connection ids (not reproducible on purpose).

@@ -202,6 +202,7 @@ mod id_index;
 mod margin;
 mod packed;
 mod renumbering;
+mod reserved;
 mod scan;
 mod slot_bits;
 mod slot_ids;

@@ -47,6 +47,9 @@ enum Commands {
         /// Print the cell-addressed events (leave/enter/update per cell) instead of the per-observer ones.
         #[arg(long, conflicts_with_all = ["summary", "journal"])]
         by_cell: bool,
+        /// Refuse a world that would reserve more memory than this (e.g. 4GiB) [default: half of the machine's].
+        #[arg(long, value_name = "SIZE", value_parser = lockgrid_host::memory_limit::parse_size)]
+        max_memory: Option<u64>,
     },
     /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
     #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
@@ -113,15 +116,23 @@ pub(crate) fn main() -> ExitCode {
         Commands::Run {
             scenario,
             by_cell: true,
+            max_memory,
             ..
-        } => run::run_by_cell(&scenario),
+        } => run::run_by_cell(&scenario, max_memory),
         Commands::Run {
             scenario,
             summary,
             journal,
             snapshot_every,
+            max_memory,
             ..
-        } => run::run(&scenario, summary, journal.as_deref(), snapshot_every),
+        } => run::run(
+            &scenario,
+            summary,
+            journal.as_deref(),
+            snapshot_every,
+            max_memory,
+        ),
         Commands::Replay {
             data_dir,
             verify,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lockgrid_host::decimal::parse_fix;
+use lockgrid_host::memory_limit::parse_size;
 use lockgrid_host::metrics::MetricsEndpoint;
 use lockgrid_host::scenario::Scenario;
 use lockgrid_host::serve::{serve_with, ServeOptions};
@@ -49,6 +50,9 @@ pub(crate) struct ServeArgs {
     /// Serve Prometheus metrics over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    /// Refuse a world that would reserve more memory than this (e.g. 4GiB) [default: half of the machine's].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
     /// Stop after this many ticks.
     #[arg(long, value_name = "N")]
     ticks: Option<u64>,
@@ -154,6 +158,7 @@ fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failur
             .map_err(|_| Failure::new("--client-timeout must be a non-negative number"))?;
     }
     let metrics = args.metrics.or(file.metrics);
+    opts.max_memory = args.max_memory;
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {
         opts.stop_after = Some(
