@@ -85,3 +85,29 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
     );
     assert!(!data.join("journal.lgj").exists(), "no journal was started");
 }
+
+#[test]
+fn serve_checks_the_world_of_an_existing_data_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = lockgrid()
+        .arg("run")
+        .arg(town_square())
+        .arg("--journal")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The options' world (the default) would reserve 38 MiB: the figure
+    // says that the journal's world, the one that would run, is checked.
+    let out = lockgrid()
+        .args(["serve", "--addr", "127.0.0.1:0", "--max-memory", "4MiB", "--data-dir"])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the world would reserve about 6.6 MiB"), "{stderr}");
+}
