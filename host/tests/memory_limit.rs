@@ -101,7 +101,14 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
     // The options' world (the default) would reserve 38 MiB: the figure
     // says that the journal's world, the one that would run, is checked.
     let out = lockgrid()
-        .args(["serve", "--addr", "127.0.0.1:0", "--max-memory", "4MiB", "--data-dir"])
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--max-memory",
+            "4MiB",
+            "--data-dir",
+        ])
         .arg(&data)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -109,5 +116,8 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
         .unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("the world would reserve about 6.6 MiB"), "{stderr}");
+    assert!(
+        stderr.contains("the world would reserve about 6.6 MiB"),
+        "{stderr}"
+    );
 }
