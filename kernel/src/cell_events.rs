@@ -1,71 +1,6 @@
 //! Cell-addressed events: each tick's changes told to cells, not to observers.
 //!
-//! A pub/sub fan-out with one subject per cell does not want "observer 1
-//! sees 2 enter"; it wants "2 entered cell (3, 4)", once, and lets every
-//! subscriber of that cell hear it. [`CellEvents`] steps a [`World`] and
-//! derives those events from what the tick changed:
-//!
-//! * an entity that crossed from cell `a` to cell `b`: `Leave(a)` (with
-//!   `to: b`) and `Enter(b)` (with `from: a` and its full state);
-//! * one that stayed in its cell and whose update is due: `Update(cell)`.
-//!   "Due" is the kernel's own update throttle (`update_interval`,
-//!   `move_epsilon`, `dir_epsilon` and the settling clause, see the
-//!   [crate docs](crate)), read back from the world's sent record, so a
-//!   cell hears an update exactly when observers would. Crossing a border
-//!   sends the full state in the `Enter` and does not count as an update:
-//!   the throttle record is the world's and stays as the tick left it;
-//! * a spawn: `Enter` (no `from`); a despawn: `Leave` (no `to`);
-//! * a despawn and spawn of one id in one tick is a new incarnation:
-//!   `Leave` of the old, then `Enter` of the new, even in the same cell.
-//!
-//! An entity moved in and out of a cell within one tick gives nothing:
-//! like the per-observer events, cell events compare the end of one tick
-//! with the end of the last. Rejected commands change nothing and give no
-//! cell event (the per-observer stream reports them).
-//!
-//! # Order
-//!
-//! A tick's cell events are sorted by `(kind, entity, cell)`, kinds ordered
-//! `Leave < Enter < Update` and cells by `(x, y)`: every `Leave` of the
-//! tick comes first, then every `Enter`, then every `Update`, each group by
-//! entity id. A consumer that applies them in order keeps every cell's
-//! membership exact at every step between ticks' ends: a moved or
-//! respawned entity is out of its old cell before it is in its new one.
-//! An entity has at most one event of each kind per tick, so the cell only
-//! completes the order.
-//!
-//! # Cost
-//!
-//! Work per tick follows what changed: two lookups per command and per
-//! entity still settling (moved without an update being due), and a sort of
-//! the tick's events. Every buffer is sized at construction from
-//! `max_entities` (200 bytes per entity); [`CellEvents::step`] never
-//! allocates.
-//!
-//! # Example
-//!
-//! ```
-//! use lockgrid_kernel::{CellEvent, CellEvents, Command, Config, Move, Pos, Spawn, World};
-//!
-//! let mut world = World::new(Config::default()).expect("the defaults are valid");
-//! let mut cells = CellEvents::new(&world);
-//! let mut events = Vec::new();
-//!
-//! let npc = Spawn::npc(7, Pos::from_ints(50, 50));
-//! cells.step(&mut world, &[Command::Spawn(npc)], &mut events);
-//! assert!(matches!(cells.events(), [CellEvent::Enter { entity: 7, cell: (0, 0), from: None, .. }]));
-//!
-//! // Cells are 100 wide: x 150 is cell 1.
-//! let walk = Move { id: 7, pos: Pos::from_ints(150, 50), dir: 0, speed: Default::default() };
-//! cells.step(&mut world, &[Command::Move(walk)], &mut events);
-//! assert!(matches!(
-//!     cells.events(),
-//!     [
-//!         CellEvent::Leave { entity: 7, cell: (0, 0), to: Some((1, 0)) },
-//!         CellEvent::Enter { entity: 7, cell: (1, 0), from: Some((0, 0)), .. },
-//!     ]
-//! ));
-//! ```
+//! See [`CellEvents`] for what a tick gives, in which order, and at what cost.
 
 use alloc::vec::Vec;
 
@@ -191,10 +126,77 @@ struct Before {
 /// Derives each tick's [`CellEvent`]s while stepping a [`World`].
 ///
 /// Step the world through [`CellEvents::step`] (which calls
-/// [`World::step`]); see the [module docs](self) for what a tick gives.
-/// A world stepped without it in between is picked up again at the next
-/// `step`, at the cost of one pass over its entities; the skipped ticks'
-/// cell events are not recovered.
+/// [`World::step`]). A world stepped without it in between is picked up
+/// again at the next `step`, at the cost of one pass over its entities;
+/// the skipped ticks' cell events are not recovered.
+///
+///
+/// A pub/sub fan-out with one subject per cell does not want "observer 1
+/// sees 2 enter"; it wants "2 entered cell (3, 4)", once, and lets every
+/// subscriber of that cell hear it. [`CellEvents`] steps a [`World`] and
+/// derives those events from what the tick changed:
+///
+/// * an entity that crossed from cell `a` to cell `b`: `Leave(a)` (with
+///   `to: b`) and `Enter(b)` (with `from: a` and its full state);
+/// * one that stayed in its cell and whose update is due: `Update(cell)`.
+///   "Due" is the kernel's own update throttle (`update_interval`,
+///   `move_epsilon`, `dir_epsilon` and the settling clause, see the
+///   [crate docs](crate)), read back from the world's sent record, so a
+///   cell hears an update exactly when observers would. Crossing a border
+///   sends the full state in the `Enter` and does not count as an update:
+///   the throttle record is the world's and stays as the tick left it;
+/// * a spawn: `Enter` (no `from`); a despawn: `Leave` (no `to`);
+/// * a despawn and spawn of one id in one tick is a new incarnation:
+///   `Leave` of the old, then `Enter` of the new, even in the same cell.
+///
+/// An entity moved in and out of a cell within one tick gives nothing:
+/// like the per-observer events, cell events compare the end of one tick
+/// with the end of the last. Rejected commands change nothing and give no
+/// cell event (the per-observer stream reports them).
+///
+/// # Order
+///
+/// A tick's cell events are sorted by `(kind, entity, cell)`, kinds ordered
+/// `Leave < Enter < Update` and cells by `(x, y)`: every `Leave` of the
+/// tick comes first, then every `Enter`, then every `Update`, each group by
+/// entity id. A consumer that applies them in order keeps every cell's
+/// membership exact at every step between ticks' ends: a moved or
+/// respawned entity is out of its old cell before it is in its new one.
+/// An entity has at most one event of each kind per tick, so the cell only
+/// completes the order.
+///
+/// # Cost
+///
+/// Work per tick follows what changed: two lookups per command and per
+/// entity still settling (moved without an update being due), and a sort of
+/// the tick's events. Every buffer is sized at construction from
+/// `max_entities` (200 bytes per entity); [`CellEvents::step`] never
+/// allocates.
+///
+/// # Example
+///
+/// ```
+/// use lockgrid_kernel::{CellEvent, CellEvents, Command, Config, Move, Pos, Spawn, World};
+///
+/// let mut world = World::new(Config::default()).expect("the defaults are valid");
+/// let mut cells = CellEvents::new(&world);
+/// let mut events = Vec::new();
+///
+/// let npc = Spawn::npc(7, Pos::from_ints(50, 50));
+/// cells.step(&mut world, &[Command::Spawn(npc)], &mut events);
+/// assert!(matches!(cells.events(), [CellEvent::Enter { entity: 7, cell: (0, 0), from: None, .. }]));
+///
+/// // Cells are 100 wide: x 150 is cell 1.
+/// let walk = Move { id: 7, pos: Pos::from_ints(150, 50), dir: 0, speed: Default::default() };
+/// cells.step(&mut world, &[Command::Move(walk)], &mut events);
+/// assert!(matches!(
+///     cells.events(),
+///     [
+///         CellEvent::Leave { entity: 7, cell: (0, 0), to: Some((1, 0)) },
+///         CellEvent::Enter { entity: 7, cell: (1, 0), from: Some((0, 0)), .. },
+///     ]
+/// ));
+/// ```
 pub struct CellEvents {
     /// The cells of the world it was built for.
     config: crate::Config,
@@ -230,7 +232,7 @@ impl CellEvents {
         tracker
     }
 
-    /// The cell events of the last tick stepped, in order (see the [module docs](self)).
+    /// The cell events of the last tick stepped, in order (see [`CellEvents`]).
     pub fn events(&self) -> &[CellEvent] {
         &self.events
     }
