@@ -7,11 +7,14 @@
 //!   (config plus each tick's commands);
 //! - [`jsonl`]: the JSON Lines event stream, byte for byte;
 //! - [`run`]: drives a scenario through a [`World`](lockgrid_kernel::World);
+//! - [`cell_stream`]: a scenario's cell-addressed events as JSON Lines;
 //! - [`decimal`]: exact decimal text ⇄ `I48F16`;
 //! - [`render`]: the picture of a tick as SVG or PNG (`lockgrid render`);
 //! - [`view`]: a local web page to scrub through ticks (`lockgrid view`);
+//! - [`memory_limit`]: refusing a world the machine cannot hold;
 //! - [`node`]: the sans-IO server node (world, protocol, game rules, storage);
 //! - [`serve`]: the UDP driver of the node behind `lockgrid serve`;
+//! - [`metrics`]: Prometheus metrics of `lockgrid serve`;
 //! - [`bots`]: protocol clients that load a server and check their views.
 //!
 //! ```
@@ -30,9 +33,12 @@
 #![forbid(unsafe_code)]
 
 pub mod bots;
+pub mod cell_stream;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;
+pub mod memory_limit;
+pub mod metrics;
 pub mod node;
 pub mod render;
 pub mod replay;

@@ -623,6 +623,7 @@ where
         self.storage.sync()?;
         self.stats.ticks_run += 1;
         self.stats.events += report.events;
+        self.stats.count_kinds(&self.events);
         let every = self.config.snapshot_every;
         if every > 0 && report.tick.is_multiple_of(every) {
             self.snapshot();

@@ -35,6 +35,8 @@ use lockgrid_protocol::{Instant, ServerConfig, MAX_MTU};
 use tracing::{debug, info, warn};
 
 use crate::journal::SyncPolicy;
+use crate::memory_limit::MemoryLimit;
+use crate::metrics::{ServeMetrics, TimedStorage};
 use crate::node::{FileStorage, Node, NodeConfig, NodeError};
 use crate::store::StoreError;
 pub use default_rules::DefaultRules;
@@ -82,6 +84,12 @@ pub struct ServeOptions {
     /// only clients with a valid token connect (as the entity it names) and
     /// every packet is sealed. Without it, anyone may connect, in clear.
     pub key: Option<lockgrid_protocol::PrivateKey>,
+    /// Where the tick's figures go (see [`crate::metrics`]); serve them
+    /// with a [`MetricsEndpoint`](crate::metrics::MetricsEndpoint).
+    pub metrics: ServeMetrics,
+    /// Refuse a world that would reserve more bytes than this; `None`:
+    /// half of the machine's memory (see [`crate::memory_limit`]).
+    pub max_memory: Option<u64>,
 }
 
 impl Default for ServeOptions {
@@ -103,6 +111,8 @@ impl Default for ServeOptions {
             max_packets_per_sec: 1000,
             client_timeout: Duration::from_secs(10),
             key: None,
+            metrics: ServeMetrics::new(),
+            max_memory: None,
         }
     }
 }
@@ -204,7 +214,7 @@ impl Clock {
     }
 }
 
-type ServeNode = Node<SocketAddr, DefaultRules, FileStorage>;
+type ServeNode = Node<SocketAddr, DefaultRules, TimedStorage<FileStorage>>;
 
 /// Opens (or creates) the data folder and binds the socket, then serves until
 /// `stop` is set or a stop-after limit passes. Returns the final counters.
@@ -244,8 +254,10 @@ pub fn serve_with(
         max_packets_per_sec: opts.max_packets_per_sec,
         ..NodeConfig::default()
     };
+    check_memory(&opts)?;
     let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS)
         .discard_orphan_snapshots(opts.discard_snapshots);
+    let storage = TimedStorage::new(storage, &opts.metrics);
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
     let clock = Clock(std::time::Instant::now());
     // The Unix time of the clock's zero: how the protocol tells a token's
@@ -277,6 +289,7 @@ pub fn serve_with(
         clock,
         times: TickTimes::default(),
         overruns: 0,
+        counted: node.stats(),
     };
     let started = std::time::Instant::now();
     let result = driver.run(&mut node, &opts, interval, stop);
@@ -344,6 +357,26 @@ fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
         .map_err(|e| ServeError::Options(format!("world config: {e}")))
 }
 
+/// Refuses, before it is built, a world that would reserve more memory
+/// than the limit: the journal's world when the data folder has one (an
+/// unreadable journal is left for the node to report), else the options'.
+fn check_memory(opts: &ServeOptions) -> Result<(), ServeError> {
+    let journal = crate::store::journal_path(&opts.data_dir);
+    let world = match journal.exists() {
+        true => match crate::journal::JournalReader::open(&journal) {
+            Ok(reader) => *reader.config(),
+            Err(_) => return Ok(()),
+        },
+        false => opts.world,
+    };
+    let limit = opts
+        .max_memory
+        .map_or_else(MemoryLimit::default_for_machine, MemoryLimit::given);
+    limit
+        .check(&world)
+        .map_err(|e| ServeError::Options(e.to_string()))
+}
+
 /// A per-process seed for connection ids (not reproducible on purpose).
 fn fresh_seed() -> u64 {
     let t = std::time::SystemTime::now()
@@ -360,6 +393,8 @@ struct Driver {
     clock: Clock,
     times: TickTimes,
     overruns: u64,
+    /// The node's counters as the metrics last saw them.
+    counted: crate::node::NodeStats,
 }
 
 impl Driver {
@@ -395,6 +430,11 @@ impl Driver {
                 self.flush(node)?;
                 let took = self.clock.now() - began;
                 self.times.record(took);
+                let counted = node.stats();
+                let entities = node.world().len();
+                let before = std::mem::replace(&mut self.counted, counted);
+                opts.metrics
+                    .record_tick(took, took > interval, &before, &self.counted, entities);
                 if took > interval {
                     self.overruns += 1;
                     overruns_unlogged += 1;

@@ -190,6 +190,7 @@
 
 extern crate alloc;
 
+mod cell_events;
 mod cell_locator;
 mod command;
 mod config;
@@ -201,6 +202,7 @@ mod id_index;
 mod margin;
 mod packed;
 mod renumbering;
+mod reserved;
 mod scan;
 mod slot_bits;
 mod slot_ids;
@@ -213,6 +215,7 @@ mod view;
 mod view_marks;
 mod world;
 
+pub use cell_events::{Cell, CellEvent, CellEventKind, CellEvents};
 pub use command::{Command, CommandKind, EntityId, Move, Spawn};
 pub use config::{
     Config, ConfigError, Visibility, MAX_CELLS, MAX_ENTITIES, MAX_LENGTH_RAW, MAX_RADIUS,

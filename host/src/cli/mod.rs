@@ -62,6 +62,12 @@ enum Commands {
             requires = "journal"
         )]
         snapshot_every: u64,
+        /// Print the cell-addressed events (leave/enter/update per cell) instead of the per-observer ones.
+        #[arg(long, conflicts_with_all = ["summary", "journal"])]
+        by_cell: bool,
+        /// Refuse a world that would reserve more memory than this (e.g. 4GiB) [default: half of the machine's].
+        #[arg(long, value_name = "SIZE", value_parser = lockgrid_host::memory_limit::parse_size)]
+        max_memory: Option<u64>,
     },
     /// Draw the world at one tick as SVG or PNG: entities, one observer's view, the tick's changes.
     #[command(allow_negative_numbers = true)]
@@ -135,10 +141,24 @@ pub(crate) fn main() -> ExitCode {
         Commands::Token(args) => token::run(args),
         Commands::Run {
             scenario,
+            by_cell: true,
+            max_memory,
+            ..
+        } => run::run_by_cell(&scenario, max_memory),
+        Commands::Run {
+            scenario,
             summary,
             journal,
             snapshot_every,
-        } => run::run(&scenario, summary, journal.as_deref(), snapshot_every),
+            max_memory,
+            ..
+        } => run::run(
+            &scenario,
+            summary,
+            journal.as_deref(),
+            snapshot_every,
+            max_memory,
+        ),
         Commands::Render(args) => render::run(args),
         Commands::View(args) => view::run(args),
         Commands::Replay {

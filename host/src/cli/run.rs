@@ -3,7 +3,9 @@
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
+use lockgrid_host::cell_stream::run_by_cell as run_cells;
 use lockgrid_host::jsonl;
+use lockgrid_host::memory_limit::MemoryLimit;
 use lockgrid_host::run::{run_scenario, run_with, summarize_scenario, RunError};
 use lockgrid_host::scenario::{Scenario, MAX_SCENARIO_BYTES};
 use lockgrid_host::store::{Recorder, StoreOptions};
@@ -58,8 +60,10 @@ pub(crate) fn run(
     summary: bool,
     journal: Option<&Path>,
     snapshot_every: u64,
+    max_memory: Option<u64>,
 ) -> Result<(), Failure> {
     let scenario = load_scenario(path)?;
+    check_memory(path, &scenario, max_memory)?;
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let result = if let Some(dir) = journal {
@@ -110,4 +114,25 @@ pub(crate) fn run(
         Err(e) if path.as_os_str() == "-" => Err(Failure::new(format_args!("standard input: {e}"))),
         Err(e) => Err(Failure::new(format_args!("{}: {e}", path.display()))),
     }
+}
+
+/// `lockgrid run SCENARIO --by-cell`: the cell-addressed event stream.
+pub(crate) fn run_by_cell(path: &Path, max_memory: Option<u64>) -> Result<(), Failure> {
+    let scenario = load_scenario(path)?;
+    check_memory(path, &scenario, max_memory)?;
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    match run_cells(&scenario, &mut out) {
+        Ok(_) => Ok(()),
+        Err(RunError::Io(e)) => output_error(e).map_or(Ok(()), Err),
+        Err(e) => Err(Failure::new(format_args!("{}: {e}", path.display()))),
+    }
+}
+
+/// Refuses a scenario whose world would reserve more than the limit
+/// (`--max-memory`, else half of the machine's memory), before building it.
+fn check_memory(path: &Path, scenario: &Scenario, max_memory: Option<u64>) -> Result<(), Failure> {
+    let limit = max_memory.map_or_else(MemoryLimit::default_for_machine, MemoryLimit::given);
+    limit
+        .check(&scenario.config)
+        .map_err(|e| Failure::new(format_args!("{}: {e}", path.display())))
 }

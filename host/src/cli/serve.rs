@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use lockgrid_host::decimal::parse_fix;
+use lockgrid_host::memory_limit::parse_size;
+use lockgrid_host::metrics::MetricsEndpoint;
 use lockgrid_host::scenario::{Scenario, ScenarioError};
 use lockgrid_host::serve::{serve_with, ServeOptions};
 use lockgrid_kernel::{Config, Fix};
@@ -46,6 +48,12 @@ pub(crate) struct ServeArgs {
     /// Disconnect a client silent for this many seconds, despawning its entity [default: 10].
     #[arg(long, value_name = "S")]
     client_timeout: Option<f64>,
+    /// Serve Prometheus metrics over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9100).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Refuse a world that would reserve more memory than this (e.g. 4GiB) [default: half of the machine's].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
     /// Stop after this many ticks.
     #[arg(long, value_name = "N")]
     ticks: Option<u64>,
@@ -95,6 +103,7 @@ struct ServerDe {
     max_speed: Option<toml::Value>,
     snapshot_every: Option<u64>,
     client_timeout: Option<f64>,
+    metrics: Option<SocketAddr>,
 }
 
 /// A config file, read: its `[server]` values, its world (when it has a
@@ -260,7 +269,7 @@ fn speed_text(v: &DeValue<'_>) -> Result<String, String> {
     number_text(v)
 }
 
-fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
+fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failure> {
     let mut opts = ServeOptions::default();
     let file = match &args.config {
         Some(path) => ConfigFile::read(path)?,
@@ -314,6 +323,8 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
     if let Some(path) = &args.key {
         opts.key = Some(lockgrid_host::token::read_key_file(path).map_err(Failure::new)?);
     }
+    let metrics = args.metrics.or(file.metrics);
+    opts.max_memory = args.max_memory;
     opts.stop_after_ticks = args.ticks;
     if let Some(s) = args.seconds {
         opts.stop_after = Some(
@@ -321,12 +332,19 @@ fn options(args: ServeArgs) -> Result<ServeOptions, Failure> {
                 .map_err(|_| Failure::new("--seconds must be a non-negative number"))?,
         );
     }
-    Ok(opts)
+    Ok((opts, metrics))
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     super::init_logging();
-    let opts = options(args)?;
+    let (opts, metrics_addr) = options(args)?;
+    let endpoint = match metrics_addr {
+        Some(addr) => Some(
+            MetricsEndpoint::start(addr, opts.metrics.clone())
+                .map_err(|e| Failure::new(format_args!("--metrics {addr}: {e}")))?,
+        ),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     // Ctrl-C, SIGTERM and SIGHUP all finish the tick and close the journal.
@@ -340,6 +358,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
             "lockgrid serve: listening on {addr}, data in {}",
             shown.display()
         );
+        if let Some(endpoint) = &endpoint {
+            println!(
+                "lockgrid serve: metrics on http://{}/metrics",
+                endpoint.addr()
+            );
+        }
         let _ = std::io::Write::flush(&mut std::io::stdout());
     })
     .map_err(|e| Failure::new(format_args!("serve ({}): {e}", data_dir.display())))?;

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use lockgrid_kernel::{Event, EventKind};
+
 use super::rules::Refusal;
 
 /// A node's counters since it opened.
@@ -19,6 +21,9 @@ pub struct NodeStats {
     pub connections: u64,
     /// Kernel events produced.
     pub events: u64,
+    /// Of those, per kind, indexed by [`EventKind`] order: rejected,
+    /// leave, enter, update.
+    pub events_by_kind: [u64; 4],
     /// Datagrams received.
     pub packets_in: u64,
     /// Bytes received.
@@ -41,5 +46,18 @@ impl NodeStats {
     /// Everything refused, all reasons together.
     pub fn refused_total(&self) -> u64 {
         self.refused.values().sum()
+    }
+
+    /// Counts a tick's events by kind.
+    pub(crate) fn count_kinds(&mut self, events: &[Event]) {
+        for e in events {
+            let i = match e.kind() {
+                EventKind::Rejected => 0,
+                EventKind::Leave => 1,
+                EventKind::Enter => 2,
+                EventKind::Update => 3,
+            };
+            self.events_by_kind[i] += 1;
+        }
     }
 }

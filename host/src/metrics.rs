@@ -1,0 +1,314 @@
+//! Prometheus metrics of `lockgrid serve`, served over HTTP with `--metrics ADDR`.
+//!
+//! [`ServeMetrics`] holds the registry (the `prometheus-client` crate's
+//! atomics, so the HTTP thread reads them while the server thread writes);
+//! the serve driver feeds it after every tick from the node's counters
+//! ([`NodeStats`]) and its own tick timing, and [`TimedStorage`] times the
+//! journal's appends and syncs. [`MetricsEndpoint`] answers
+//! `GET /metrics` on its own thread with the OpenMetrics text format,
+//! which Prometheus scrapes as it is.
+//!
+//! | metric | type | what |
+//! | --- | --- | --- |
+//! | `lockgrid_tick_duration_seconds` | histogram | a tick's work: step, journal, send |
+//! | `lockgrid_ticks_total` | counter | ticks run by this process |
+//! | `lockgrid_tick` | gauge | the world's tick |
+//! | `lockgrid_tick_overruns_total` | counter | ticks whose work took longer than the interval |
+//! | `lockgrid_late_ticks_total` | counter | ticks that started more than an interval late |
+//! | `lockgrid_clients` | gauge | clients connected now |
+//! | `lockgrid_connections_total` | counter | connections accepted |
+//! | `lockgrid_entities` | gauge | live entities |
+//! | `lockgrid_events_total{kind}` | counter | kernel events: `rejected`, `leave`, `enter`, `update` |
+//! | `lockgrid_tick_events{kind}` | histogram | events of one tick, per kind |
+//! | `lockgrid_bytes_in_total`, `lockgrid_bytes_out_total` | counter | UDP payload bytes |
+//! | `lockgrid_packets_in_total`, `lockgrid_packets_out_total` | counter | datagrams |
+//! | `lockgrid_refusals_total{reason}` | counter | refused input, per [`Refusal`] reason |
+//! | `lockgrid_journal_append_seconds` | histogram | one tick's journal append |
+//! | `lockgrid_journal_sync_seconds` | histogram | one tick's journal sync (fsync under the default policy) |
+//! | `lockgrid_snapshots_written_total` | counter | state snapshots written |
+//! | `lockgrid_snapshot_failures_total` | counter | snapshots that could not be written |
+//!
+//! Every label value exists from the start, at zero, so a dashboard sees a
+//! refusal reason before the first refusal.
+
+mod endpoint;
+mod timed_storage;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::node::{NodeStats, Refusal};
+pub use endpoint::MetricsEndpoint;
+pub use timed_storage::TimedStorage;
+
+/// The event kinds, in the order of [`NodeStats::events_by_kind`].
+const EVENT_KINDS: [&str; 4] = ["rejected", "leave", "enter", "update"];
+
+type Labeled<M> = Family<[(&'static str, &'static str); 1], M>;
+type LabeledHistograms = Family<[(&'static str, &'static str); 1], Histogram, fn() -> Histogram>;
+
+/// Durations from 10 µs to about 10 s, doubling.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(10e-6, 2.0, 21))
+}
+
+/// Counts from 1 to about a million, quadrupling.
+fn counts() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 4.0, 11))
+}
+
+/// The metrics of one server; clones share them.
+#[derive(Clone)]
+pub struct ServeMetrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    tick_duration: Histogram,
+    ticks: Counter,
+    tick: Gauge,
+    overruns: Counter,
+    late_ticks: Counter,
+    clients: Gauge,
+    connections: Counter,
+    entities: Gauge,
+    events: Labeled<Counter>,
+    tick_events: LabeledHistograms,
+    bytes_in: Counter,
+    bytes_out: Counter,
+    packets_in: Counter,
+    packets_out: Counter,
+    refusals: Labeled<Counter>,
+    journal_append: Histogram,
+    journal_sync: Histogram,
+    snapshots_written: Counter,
+    snapshot_failures: Counter,
+}
+
+impl fmt::Debug for ServeMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeMetrics")
+            .field("ticks", &self.inner.ticks.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ServeMetrics {
+    fn default() -> Self {
+        ServeMetrics::new()
+    }
+}
+
+impl ServeMetrics {
+    /// A registry with every metric at zero.
+    pub fn new() -> ServeMetrics {
+        let mut inner = Inner {
+            registry: Registry::with_prefix("lockgrid"),
+            tick_duration: seconds(),
+            ticks: Counter::default(),
+            tick: Gauge::default(),
+            overruns: Counter::default(),
+            late_ticks: Counter::default(),
+            clients: Gauge::default(),
+            connections: Counter::default(),
+            entities: Gauge::default(),
+            events: Labeled::default(),
+            tick_events: LabeledHistograms::new_with_constructor(counts),
+            bytes_in: Counter::default(),
+            bytes_out: Counter::default(),
+            packets_in: Counter::default(),
+            packets_out: Counter::default(),
+            refusals: Labeled::default(),
+            journal_append: seconds(),
+            journal_sync: seconds(),
+            snapshots_written: Counter::default(),
+            snapshot_failures: Counter::default(),
+        };
+        // Create every label value now, at zero.
+        for kind in EVENT_KINDS {
+            let _ = inner.events.get_or_create(&[("kind", kind)]);
+            let _ = inner.tick_events.get_or_create(&[("kind", kind)]);
+        }
+        for reason in Refusal::ALL {
+            let _ = inner.refusals.get_or_create(&[("reason", reason.as_str())]);
+        }
+        let r = &mut inner.registry;
+        let help = "A tick's work: step, journal and send.";
+        r.register("tick_duration_seconds", help, inner.tick_duration.clone());
+        r.register("ticks", "Ticks run by this process.", inner.ticks.clone());
+        r.register("tick", "The world's tick.", inner.tick.clone());
+        let help = "Ticks whose work took longer than the tick interval.";
+        r.register("tick_overruns", help, inner.overruns.clone());
+        let help = "Ticks that started more than one interval after their slot.";
+        r.register("late_ticks", help, inner.late_ticks.clone());
+        r.register("clients", "Clients connected now.", inner.clients.clone());
+        let help = "Connections accepted.";
+        r.register("connections", help, inner.connections.clone());
+        r.register("entities", "Live entities.", inner.entities.clone());
+        r.register("events", "Kernel events, per kind.", inner.events.clone());
+        let help = "Kernel events of one tick, per kind.";
+        r.register("tick_events", help, inner.tick_events.clone());
+        let help = "UDP payload bytes received.";
+        r.register("bytes_in", help, inner.bytes_in.clone());
+        r.register(
+            "bytes_out",
+            "UDP payload bytes sent.",
+            inner.bytes_out.clone(),
+        );
+        r.register(
+            "packets_in",
+            "Datagrams received.",
+            inner.packets_in.clone(),
+        );
+        r.register("packets_out", "Datagrams sent.", inner.packets_out.clone());
+        let help = "Refused client input and datagrams, per reason.";
+        r.register("refusals", help, inner.refusals.clone());
+        let help = "One tick's journal append.";
+        r.register("journal_append_seconds", help, inner.journal_append.clone());
+        let help = "One tick's journal sync.";
+        r.register("journal_sync_seconds", help, inner.journal_sync.clone());
+        let help = "State snapshots written.";
+        r.register("snapshots_written", help, inner.snapshots_written.clone());
+        let help = "State snapshots that could not be written.";
+        r.register("snapshot_failures", help, inner.snapshot_failures.clone());
+        ServeMetrics {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.inner.registry);
+        text
+    }
+
+    /// Records a tick: its work time, whether it overran, and the node's
+    /// counters after it (`before`: the counters after the previous tick,
+    /// so that counters move by the difference).
+    pub fn record_tick(
+        &self,
+        took: Duration,
+        overran: bool,
+        before: &NodeStats,
+        now: &NodeStats,
+        entities: u32,
+    ) {
+        let m = &*self.inner;
+        m.tick_duration.observe(took.as_secs_f64());
+        if overran {
+            m.overruns.inc();
+        }
+        for (i, kind) in EVENT_KINDS.iter().enumerate() {
+            let n = now.events_by_kind[i].saturating_sub(before.events_by_kind[i]);
+            m.events.get_or_create(&[("kind", kind)]).inc_by(n);
+            m.tick_events
+                .get_or_create(&[("kind", kind)])
+                .observe(n as f64);
+        }
+        self.record_node(before, now, entities);
+    }
+
+    /// Moves the counters by what the node counted since `before`, and sets
+    /// the gauges.
+    pub fn record_node(&self, before: &NodeStats, now: &NodeStats, entities: u32) {
+        let m = &*self.inner;
+        let grow = |c: &Counter, was: u64, is: u64| {
+            c.inc_by(is.saturating_sub(was));
+        };
+        grow(&m.ticks, before.ticks_run, now.ticks_run);
+        grow(&m.late_ticks, before.late_ticks, now.late_ticks);
+        grow(&m.connections, before.connections, now.connections);
+        grow(&m.bytes_in, before.bytes_in, now.bytes_in);
+        grow(&m.bytes_out, before.bytes_out, now.bytes_out);
+        grow(&m.packets_in, before.packets_in, now.packets_in);
+        grow(&m.packets_out, before.packets_out, now.packets_out);
+        grow(
+            &m.snapshots_written,
+            before.snapshots_written,
+            now.snapshots_written,
+        );
+        grow(
+            &m.snapshot_failures,
+            before.snapshot_failures,
+            now.snapshot_failures,
+        );
+        for (reason, &n) in &now.refused {
+            let was = before.refused.get(reason).copied().unwrap_or(0);
+            let counter = m.refusals.get_or_create(&[("reason", reason.as_str())]);
+            grow(&counter, was, n);
+        }
+        m.tick.set(i64::try_from(now.tick).unwrap_or(i64::MAX));
+        m.clients
+            .set(i64::try_from(now.clients).unwrap_or(i64::MAX));
+        m.entities.set(i64::from(entities));
+    }
+
+    fn journal_append(&self) -> &Histogram {
+        &self.inner.journal_append
+    }
+
+    fn journal_sync(&self) -> &Histogram {
+        &self.inner.journal_sync
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_move_by_differences_and_every_label_is_there() {
+        let metrics = ServeMetrics::new();
+        let mut before = NodeStats::default();
+        let mut now = NodeStats {
+            ticks_run: 1,
+            bytes_out: 1200,
+            clients: 3,
+            tick: 41,
+            events_by_kind: [1, 0, 5, 7],
+            ..NodeStats::default()
+        };
+        now.refused.insert(Refusal::Flood, 2);
+        metrics.record_tick(Duration::from_millis(3), true, &before, &now, 12);
+        before = now.clone();
+        now.ticks_run = 2;
+        now.bytes_out = 1500;
+        now.events_by_kind[3] = 10;
+        metrics.record_tick(Duration::from_micros(50), false, &before, &now, 12);
+
+        let text = metrics.encode();
+        for line in [
+            "lockgrid_ticks_total 2",
+            "lockgrid_tick 41",
+            "lockgrid_clients 3",
+            "lockgrid_entities 12",
+            "lockgrid_bytes_out_total 1500",
+            "lockgrid_tick_overruns_total 1",
+            "lockgrid_events_total{kind=\"update\"} 10",
+            "lockgrid_events_total{kind=\"leave\"} 0",
+            "lockgrid_refusals_total{reason=\"flood\"} 2",
+            "lockgrid_tick_duration_seconds_count 2",
+            "lockgrid_tick_events_count{kind=\"enter\"} 2",
+            "lockgrid_journal_sync_seconds_count 0",
+            "lockgrid_snapshot_failures_total 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        for reason in Refusal::ALL {
+            let line = format!("lockgrid_refusals_total{{reason=\"{}\"}}", reason.as_str());
+            assert!(text.contains(&line), "no {line} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

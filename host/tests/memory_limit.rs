@@ -1,0 +1,123 @@
+//! `lockgrid run` and `lockgrid serve` refuse, before building it, a world
+//! that would reserve more memory than the limit, with the figures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn lockgrid() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockgrid"))
+}
+
+fn town_square() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/town_square.json")
+}
+
+fn refused(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty(), "nothing runs: {out:?}");
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+#[test]
+fn run_refuses_a_world_above_the_limit() {
+    for by_cell in [false, true] {
+        let mut cmd = lockgrid();
+        cmd.arg("run")
+            .arg(town_square())
+            .args(["--max-memory", "1MiB"]);
+        if by_cell {
+            cmd.arg("--by-cell");
+        }
+        let stderr = refused(&cmd.output().unwrap());
+        assert!(
+            stderr.contains("the world would reserve about ")
+                && stderr.contains("more than the memory limit of 1.0 MiB (--max-memory)"),
+            "{stderr}"
+        );
+    }
+    // The same world under a limit it fits runs.
+    let out = lockgrid()
+        .arg("run")
+        .arg(town_square())
+        .args(["--max-memory", "1GiB"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn run_refuses_a_size_it_cannot_read() {
+    let out = lockgrid()
+        .arg("run")
+        .arg(town_square())
+        .args(["--max-memory", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("\"lots\" is not a size"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = lockgrid()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--max-memory",
+            "16MiB",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("the world would reserve about 38.")
+            && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
+        "{stderr}"
+    );
+    assert!(!data.join("journal.lgj").exists(), "no journal was started");
+}
+
+#[test]
+fn serve_checks_the_world_of_an_existing_data_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = lockgrid()
+        .arg("run")
+        .arg(town_square())
+        .arg("--journal")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The options' world (the default) would reserve 38 MiB: the figure
+    // says that the journal's world, the one that would run, is checked.
+    let out = lockgrid()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--max-memory",
+            "4MiB",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the world would reserve about 6.6 MiB"),
+        "{stderr}"
+    );
+}

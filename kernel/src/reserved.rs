@@ -1,0 +1,94 @@
+//! How much memory a world reserves, known before it is built.
+
+use crate::config::{Config, Visibility, MAX_ENTITIES};
+
+/// Bytes per entity slot: the entity's record and sight, its cell-list
+/// links, id index, throttle and digest records, per-tick stamps, sorted
+/// copies and room for pairs (16 per slot).
+const PER_SLOT: u64 = 900;
+/// Bytes per slot of the radius sweep's buffers, reserved in radius mode
+/// without hysteresis only.
+const PER_SLOT_SWEEP: u64 = 400;
+/// Bytes per view entry: two halves of 4-byte entries.
+const PER_VIEW_ENTRY: u64 = 8;
+/// Bytes per observer besides its view: its id list entries, cut-off
+/// guess and renumbering.
+const PER_OBSERVER: u64 = 200;
+/// Bytes of the margin an observer's view keeps while culled.
+const PER_MARGIN: u64 = 432;
+/// Bytes per cell: its lists and its share of the sorted copies.
+const PER_CELL: u64 = 16;
+/// What a world holds whatever its size.
+const FIXED: u64 = 1024;
+
+impl Config {
+    /// About how many bytes [`World::new`](crate::World::new) allocates
+    /// for this config (every buffer the world will ever use): within a
+    /// quarter of the measured figure for worlds of a megabyte or more,
+    /// so that a host can refuse a world its machine cannot hold before
+    /// allocating it. Saturates instead of overflowing; it does not
+    /// validate the config.
+    ///
+    /// It follows the capacities [`World::new`](crate::World::new) sizes
+    /// its buffers by: `max_entities` and an eighth more slots, views of
+    /// `min(max_view, max_entities)` entries per observer, a margin per
+    /// observer where views can be culled at all, the cells, and the
+    /// radius sweep where it can run.
+    pub fn reserved_bytes(&self) -> u64 {
+        let entities = u64::from(self.max_entities);
+        let spare = (entities / 8).min(u64::from(MAX_ENTITIES).saturating_sub(entities));
+        let slots = entities + spare;
+        let observers = u64::from(self.max_observers);
+        let view = u64::from(self.max_view).min(entities);
+        let cells = u64::from(self.width_cells).saturating_mul(u64::from(self.height_cells));
+        let culled = view + 1 < entities;
+        let sweep = self.visibility == Visibility::Radius
+            && self.hysteresis.to_bits() == 0
+            && 2 * observers >= entities
+            && self.squares_fit(cells, entities);
+        let per_slot = PER_SLOT + if sweep { PER_SLOT_SWEEP } else { 0 };
+        let per_observer = PER_OBSERVER + if culled { PER_MARGIN } else { 0 };
+        FIXED
+            .saturating_add(slots.saturating_mul(per_slot))
+            .saturating_add(
+                observers
+                    .saturating_mul(view)
+                    .saturating_mul(PER_VIEW_ENTRY),
+            )
+            .saturating_add(observers.saturating_mul(per_observer))
+            .saturating_add(cells.saturating_mul(PER_CELL))
+    }
+
+    /// Whether the world can be cut into squares smaller than a cell, at
+    /// most `max(cells, 2 × entities)` of them, which the sweep needs: the
+    /// fewest are those of the largest power-of-two side below a cell.
+    fn squares_fit(&self, cells: u64, entities: u64) -> bool {
+        let cell = self.cell_size.to_bits();
+        if cell < 2 {
+            return false;
+        }
+        let side = 1i128 << (cell - 1).ilog2();
+        let count = |n: u32| (i128::from(cell) * i128::from(n) + side - 1) / side;
+        let budget = i128::from(cells.max(2 * entities));
+        count(self.width_cells) * count(self.height_cells) <= budget
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, MAX_ENTITIES};
+
+    #[test]
+    fn saturates_at_the_limits() {
+        let huge = Config {
+            max_entities: MAX_ENTITIES,
+            max_observers: MAX_ENTITIES,
+            max_view: u32::MAX,
+            width_cells: u32::MAX,
+            height_cells: u32::MAX,
+            ..Config::default()
+        };
+        // Not a valid config, but no overflow and a figure no machine has.
+        assert!(huge.reserved_bytes() > 1 << 40);
+    }
+}
