@@ -315,10 +315,21 @@ where
         let mut s = self.stats.clone();
         s.tick = self.world.tick();
         s.clients = self.sessions.len() as u64;
-        // Datagrams from unknown senders that started nothing count as malformed.
-        let unknown = self.server.stats().unknown_dropped;
-        if unknown > 0 {
-            *s.refused.entry(Refusal::Malformed).or_insert(0) += unknown;
+        // Datagrams from unknown senders that started nothing count as
+        // malformed; the protocol's own refusals of tokens and of packets
+        // that are not what they claim are counted with the node's.
+        let server = self.server.stats();
+        for (why, n) in [
+            (Refusal::Malformed, server.unknown_dropped),
+            (Refusal::Token, server.tokens_refused),
+            (
+                Refusal::Unauthentic,
+                server.auth_failed + server.address_mismatch,
+            ),
+        ] {
+            if n > 0 {
+                *s.refused.entry(why).or_insert(0) += n;
+            }
         }
         s
     }

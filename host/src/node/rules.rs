@@ -57,8 +57,13 @@ pub enum Refusal {
     Flood,
     /// A connection refused because the server or the world is full.
     Full,
-    /// A connection whose token the rules refused.
+    /// A connection refused for its token: by the rules, by the node (a
+    /// connect token naming an NPC or an entity in use), or by the
+    /// protocol (missing, forged, expired, for another server, reused).
     Token,
+    /// A sealed packet that failed authentication, or a packet naming a
+    /// connection from an address that is not the connection's.
+    Unauthentic,
     /// A reason of the embedder's own rules, by name.
     Custom(&'static str),
 }
@@ -66,7 +71,7 @@ pub enum Refusal {
 impl Refusal {
     /// The reasons every stats report lists, in report order (custom ones
     /// follow when they occurred).
-    pub const ALL: [Refusal; 10] = [
+    pub const ALL: [Refusal; 12] = [
         Refusal::Spoofed,
         Refusal::NotAMove,
         Refusal::TooFast,
@@ -77,6 +82,8 @@ impl Refusal {
         Refusal::Malformed,
         Refusal::Flood,
         Refusal::Full,
+        Refusal::Token,
+        Refusal::Unauthentic,
     ];
 
     /// The reason's name in logs and stats.
@@ -93,6 +100,7 @@ impl Refusal {
             Refusal::Flood => "flood",
             Refusal::Full => "full",
             Refusal::Token => "token",
+            Refusal::Unauthentic => "unauthentic",
             Refusal::Custom(name) => name,
         }
     }
