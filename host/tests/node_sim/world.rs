@@ -739,6 +739,12 @@ impl Sim {
         let h = config.cell_size.to_bits() * i64::from(config.height_cells);
         for i in 0..self.clients.len() {
             if self.clients[i].gone {
+                // A vanished client (a crashed game) may restart on its
+                // address, usually while the node still holds its old
+                // connection there.
+                if !self.quiet && self.rng.chance(100_000) {
+                    self.reconnect(i)?;
+                }
                 continue;
             }
             if !self.quiet && self.rng.chance(self.plan.churn_rate) {
@@ -809,7 +815,7 @@ impl Sim {
         let client = Client::new(client_config(&self.plan), SERVER, run.as_bytes(), self.now)
             .map_err(|e| e.to_string())?;
         let c = &mut self.clients[i];
-        (c.client, c.entity, c.acked) = (client, None, 0);
+        (c.client, c.entity, c.acked, c.gone) = (client, None, 0, false);
         c.sent.clear();
         self.out.reconnects += 1;
         Ok(())
