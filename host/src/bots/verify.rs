@@ -27,11 +27,24 @@ use super::{BotsError, BotsReport};
 use crate::journal::JournalReader;
 use crate::store::{journal_path, restore_newest, PassedOverReason};
 
+/// What the server's stats file says about the moves it refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RefusedMoves {
+    /// No stats file: an acknowledged move missing from the journal is
+    /// unexplained.
+    Unknown,
+    /// The file the server wrote as it stopped: its exact count.
+    Exactly(u64),
+    /// The file of a server that did not stop cleanly (killed): written up
+    /// to a second before its end, so refusals after it are not counted.
+    AtLeast(u64),
+}
+
 /// Re-runs the journal and compares every bot's ticks and final view.
 pub(super) fn verify(
     dir: &Path,
     bots: &[BotRecord],
-    refused_moves: Option<u64>,
+    refused_moves: RefusedMoves,
     report: &mut BotsReport,
 ) -> Result<(), BotsError> {
     let first = bots
@@ -192,19 +205,21 @@ pub(super) fn verify(
         let missing = acked.len() as u64 - found;
         report.inputs_refused += missing;
         missing_total += missing;
-        if missing > 0 && refused_moves.is_none() {
+        if missing > 0 && refused_moves == RefusedMoves::Unknown {
             report.note(format!(
                 "bot {i}: {missing} of {} acknowledged moves are not in the journal",
                 acked.len()
             ));
         }
     }
-    if let Some(refused) = refused_moves {
-        if missing_total > refused {
-            report.note(format!(
-                "{missing_total} acknowledged moves are not in the journal, but the server refused only {refused}"
-            ));
-        }
+    match refused_moves {
+        RefusedMoves::Exactly(refused) if missing_total > refused => report.note(format!(
+            "{missing_total} acknowledged moves are not in the journal, but the server refused only {refused}"
+        )),
+        RefusedMoves::AtLeast(refused) if missing_total > refused => tracing::info!(
+            "{missing_total} acknowledged moves are not in the journal; the server's last stats (it did not stop cleanly) count {refused} refused, refusals after them are not counted"
+        ),
+        _ => {}
     }
     // Ticks a bot applied that the journal does not hold.
     for (i, b) in bots.iter().enumerate() {
