@@ -136,6 +136,55 @@ impl Event {
     }
 }
 
+/// The contract's order of two events of one tick, the one comparator
+/// every part of the kernel keeps to: rejections first, among themselves
+/// in input order (they compare equal, so a stable sort keeps it); then
+/// view events by `(observer id, Leave < Enter < Update, subject id)`.
+///
+/// ```
+/// use lockgrid_kernel::{contract_order, Event};
+/// let leave = Event::Leave { observer: 1, subject: 9 };
+/// let later = Event::Leave { observer: 2, subject: 3 };
+/// assert!(contract_order(&leave, &later).is_lt());
+/// ```
+pub fn contract_order(a: &Event, b: &Event) -> core::cmp::Ordering {
+    // `None` (a rejection) sorts before every `Some`.
+    a.order_key().cmp(&b.order_key())
+}
+
+/// Debug builds wrap the tick's sink in this: every event must follow
+/// the one before it in [`contract_order`].
+#[cfg(debug_assertions)]
+pub(crate) struct InOrder<'a, S> {
+    sink: &'a mut S,
+    last: Option<Event>,
+}
+
+#[cfg(debug_assertions)]
+impl<'a, S: EventSink> InOrder<'a, S> {
+    pub(crate) fn new(sink: &'a mut S) -> Self {
+        InOrder { sink, last: None }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl<S: EventSink> EventSink for InOrder<'_, S> {
+    fn event(&mut self, event: Event) {
+        if let Some(last) = &self.last {
+            assert!(
+                contract_order(last, &event).is_lt()
+                    || matches!(
+                        (last, &event),
+                        (Event::Rejected { .. }, Event::Rejected { .. })
+                    ),
+                "events out of contract order: {last:?} then {event:?}"
+            );
+        }
+        self.last = Some(event);
+        self.sink.event(event);
+    }
+}
+
 /// Where [`World::step`](crate::World::step) delivers a tick's events, in contract order.
 ///
 /// The kernel never buffers a tick's events itself, so the number of events

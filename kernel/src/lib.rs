@@ -59,6 +59,26 @@
 //! **Order**: rejections first, in input order; then events sorted by
 //! `(observer id, Leave < Enter < Update, subject id)`.
 //!
+//! # Where each rule lives
+//!
+//! Each rule of the contract is written in one file of `kernel/src`; the
+//! fast paths of the tick call it or, in debug builds, check themselves
+//! against it with `debug_assert!`:
+//!
+//! | Rule | File |
+//! |---|---|
+//! | Visibility (grid, radius, layers, self, hysteresis) | `rule.rs` |
+//! | Crowd culling to `max_view` by `(dist², id)` | `scan.rs` (`Ranked`) |
+//! | Update throttle | `throttle.rs` |
+//! | Event order | `event.rs` ([`contract_order`]) |
+//! | Rejection reasons and their priority | `event.rs` ([`RejectReason`]), `world.rs` (`apply`) |
+//! | Digest: word hash, every term, config hash, tick digest | `digest.rs` |
+//! | Cell of a position, bounds | `cell_locator.rs` |
+//!
+//! The repository's `tests/src/oracle.rs` is an independent, simple
+//! implementation of the whole contract that the tests compare every
+//! tick with, and `tests/src/digest.rs` re-derives the digest.
+//!
 //! # Cost
 //!
 //! Work per tick follows what changed. Let `C` be the entities touched by
@@ -193,6 +213,7 @@ extern crate alloc;
 mod cell_locator;
 mod command;
 mod config;
+pub mod coverage;
 mod digest;
 mod event;
 mod fixed_point;
@@ -200,7 +221,9 @@ mod grid;
 mod id_index;
 mod margin;
 mod packed;
+pub mod plan;
 mod renumbering;
+mod rule;
 mod scan;
 mod slot_bits;
 mod slot_ids;
@@ -218,7 +241,7 @@ pub use config::{
     Config, ConfigError, Visibility, MAX_CELLS, MAX_ENTITIES, MAX_LENGTH_RAW, MAX_RADIUS,
     MAX_VIEW_SLOTS,
 };
-pub use event::{CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
+pub use event::{contract_order, CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
 pub use fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
 pub use snapshot::{EntitySnapshot, RestoreError, Snapshot, MAX_TICK};
 pub use throttle::{Motion, Sent};

@@ -9,8 +9,10 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::config::Visibility;
 use crate::grid::Member;
 use crate::margin::Key;
+use crate::rule;
 use crate::view_marks::ViewMarks;
 
 /// What the scan reads of one entity: one record, so a run of them is one
@@ -142,6 +144,7 @@ impl Candidates {
                         if let Some(at) = out.get_mut(k) {
                             *at = e.slot;
                         }
+                        reach.check(e, marks, keep);
                         k += usize::from(keep);
                     }
                 } else {
@@ -150,6 +153,7 @@ impl Candidates {
                         if let Some(at) = out.get_mut(k) {
                             *at = e.slot;
                         }
+                        reach.check(e, marks, keep);
                         k += usize::from(keep);
                     }
                 }
@@ -166,6 +170,7 @@ impl Candidates {
                     if let Some(at) = out.get_mut(k) {
                         *at = e.slot;
                     }
+                    reach.check(e, marks, keep);
                     k += usize::from(keep);
                 }
             }
@@ -173,6 +178,7 @@ impl Candidates {
             None if reach.everyone => {
                 for (at, e) in out.iter_mut().zip(run) {
                     *at = e.slot;
+                    reach.check(e, marks, true);
                 }
                 k = run.len().min(out.len());
             }
@@ -182,6 +188,7 @@ impl Candidates {
                     if let Some(at) = out.get_mut(k) {
                         *at = e.slot;
                     }
+                    reach.check(e, marks, keep);
                     k += usize::from(keep);
                 }
             }
@@ -245,6 +252,7 @@ impl Ranked {
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
+                reach.check_ranked(e, marks, keep, u128::from(dist2) <= self.within);
                 k += usize::from(keep);
             }
         } else if reach.near {
@@ -257,17 +265,19 @@ impl Ranked {
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
+                reach.check_ranked(e, marks, keep, u128::from(dist2) <= self.within);
                 k += usize::from(keep);
             }
         } else {
             let out = &mut self.far[self.len..];
             for e in run {
-                let dist2 = dist2_raw(e.x, e.y, reach.x, reach.y);
+                let dist2 = rule::dist2(e.x, e.y, reach.x, reach.y);
                 let keep =
                     reach.sees_at(e.slot, || dist2, e.layers, marks) & (dist2 <= self.within);
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
+                reach.check_ranked(e, marks, keep, dist2 <= self.within);
                 k += usize::from(keep);
             }
         }
@@ -425,7 +435,7 @@ impl Reach {
     #[inline(always)]
     pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, marks: &ViewMarks) -> bool {
         // Grid mode never needs the distance.
-        let dist2 = || dist2_raw(x, y, self.x, self.y);
+        let dist2 = || rule::dist2(x, y, self.x, self.y);
         self.sees_at(slot, dist2, layers, marks)
     }
 
@@ -438,31 +448,63 @@ impl Reach {
         layers: u32,
         marks: &ViewMarks,
     ) -> bool {
-        let mut keep = (layers & self.interest != 0) & (slot != self.slot);
+        let mut keep = rule::interested(self.interest, layers) & (slot != self.slot);
         if let Some((enter2, stay2)) = self.radius {
-            let (enters, stays) = radius_rule(dist2(), enter2, stay2);
-            keep &= enters | (stays && marks.was(slot));
+            keep &= rule::radius_zone(dist2(), enter2, stay2).visible(marks.was(slot));
         }
         keep
     }
-}
 
-/// `crate::fixed_point::Pos::dist2_raw` on raw coordinates, without its
-/// 64-bit branch: in the loops that call this it measured slower.
-#[inline(always)]
-pub(crate) fn dist2_raw(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
-    let dx = u128::from(x.abs_diff(ox));
-    let dy = u128::from(y.abs_diff(oy));
-    (dx * dx).saturating_add(dy * dy)
-}
+    /// The rule's own answer ([`rule::sees`]) for a candidate of the
+    /// observer's ring, which every loop here is checked against in debug
+    /// builds. The ring itself is the source's part, so cells are not
+    /// compared here.
+    pub(crate) fn rule_sees(&self, e: &Packed, marks: &ViewMarks) -> bool {
+        let (mode, (enter2, stay2)) = match self.radius {
+            Some(r) => (Visibility::Radius, r),
+            None => (Visibility::Grid, (0, 0)),
+        };
+        let eye = rule::Eye {
+            slot: self.slot,
+            interest: self.interest,
+            col_row: (0, 0),
+            x: self.x,
+            y: self.y,
+            enter2,
+            stay2,
+        };
+        let seen = rule::Seen {
+            slot: e.slot,
+            layers: e.layers,
+            col_row: (0, 0),
+            x: e.x,
+            y: e.y,
+        };
+        rule::sees(mode, &eye, &seen, marks.was(e.slot))
+    }
 
-/// The radius rule's two thresholds, shared by the scan and by pairing:
-/// whether a subject at `dist2` is visible whatever it was (within `r²`),
-/// and whether it stays visible if it was (hysteresis on, within
-/// `(r + hysteresis)²`).
-#[inline(always)]
-pub(crate) fn radius_rule(dist2: u128, enter2: u128, stay2: u128) -> (bool, bool) {
-    (dist2 <= enter2, (stay2 != enter2) & (dist2 <= stay2))
+    /// Debug builds: `keep` is the rule's answer for `e`, except that a
+    /// scan for `everyone` keeps the observer itself (the caller takes it
+    /// out) and tests no layers (every entity has one of interest).
+    #[inline(always)]
+    fn check(&self, e: &Packed, marks: &ViewMarks, keep: bool) {
+        debug_assert!(
+            keep == self.rule_sees(e, marks) || (self.everyone && e.slot == self.slot),
+            "a scan loop disagrees with the rule for slot {}",
+            e.slot
+        );
+    }
+
+    /// Debug builds: a ranking keeps `e` exactly when the rule sees it and
+    /// it is within the ranking's bound.
+    #[inline(always)]
+    fn check_ranked(&self, e: &Packed, marks: &ViewMarks, keep: bool, in_bound: bool) {
+        debug_assert!(
+            keep == (self.rule_sees(e, marks) && in_bound),
+            "a ranking loop disagrees with the rule for slot {}",
+            e.slot
+        );
+    }
 }
 
 #[cfg(test)]
