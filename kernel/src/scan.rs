@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use crate::config::Visibility;
 use crate::grid::Member;
 use crate::margin::Key;
-use crate::rule;
+use crate::rule::{self, Zone};
 use crate::view_marks::ViewMarks;
 
 /// What the scan reads of one entity: one record, so a run of them is one
@@ -450,7 +450,10 @@ impl Reach {
     ) -> bool {
         let mut keep = rule::interested(self.interest, layers) & (slot != self.slot);
         if let Some((enter2, stay2)) = self.radius {
-            keep &= rule::radius_zone(dist2(), enter2, stay2).visible(marks.was(slot));
+            // The view is asked only inside the band, as before the rule
+            // had a home: a load per candidate otherwise.
+            let zone = rule::radius_zone(dist2(), enter2, stay2);
+            keep &= zone == Zone::In || (zone == Zone::Band && marks.was(slot));
         }
         keep
     }
