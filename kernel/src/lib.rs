@@ -219,6 +219,7 @@ mod event;
 mod fixed_point;
 mod grid;
 mod id_index;
+pub mod jsonl;
 mod margin;
 mod packed;
 pub mod plan;
@@ -245,4 +246,4 @@ pub use event::{contract_order, CountingSink, Event, EventKind, EventSink, FnSin
 pub use fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
 pub use snapshot::{EntitySnapshot, RestoreError, Snapshot, MAX_TICK};
 pub use throttle::{Motion, Sent};
-pub use world::{EntityState, TickReport, World};
+pub use world::{BufferTooSmall, EntityState, TickReport, World};

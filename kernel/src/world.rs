@@ -37,9 +37,11 @@ use crate::view_marks::ViewMarks;
 
 mod culled;
 mod incremental;
+mod query;
 mod renumber;
 mod sweep;
 use incremental::{Subject, Watcher};
+pub use query::BufferTooSmall;
 use sweep::Sweep;
 
 /// The public state of one entity.
