@@ -1,5 +1,6 @@
 //! Events: what one tick produced, per observer, in contract order.
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::command::{CommandKind, EntityId};
@@ -7,7 +8,8 @@ use crate::fixed_point::{Dir, Fix, Pos};
 
 /// Why a command was not applied. When several apply, the first in this
 /// declaration order is reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum RejectReason {
     /// Move or despawn of an id that is not alive.
     UnknownEntity,
@@ -48,7 +50,8 @@ impl RejectReason {
 /// A tick's events come in one total order: all `Rejected` first, in input
 /// order; then the rest sorted by `(observer, kind, subject)` with
 /// `Leave < Enter < Update`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum Event {
     /// A command that could not be applied; the rest of the tick still applied.
     Rejected {

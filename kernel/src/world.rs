@@ -3,6 +3,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::cell_locator::CellLocator;
@@ -45,7 +46,8 @@ pub use query::BufferTooSmall;
 use sweep::Sweep;
 
 /// The public state of one entity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct EntityState {
     /// Host-chosen id.
     pub id: EntityId,
