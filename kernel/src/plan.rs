@@ -5,16 +5,16 @@
 //! the cheapest for the tick at hand. A tick is planned in two steps,
 //! since the second needs counts the first step's pairing produces:
 //!
-//! 1. [`plan_pairing`] (from how many subjects changed): are the changed
+//! 1. `plan_pairing` (from how many subjects changed): are the changed
 //!    subjects paired with the observers around them, or is every view
 //!    rebuilt; and where does pairing find those observers.
-//! 2. [`plan_refresh`] (from how many observers pairing marked for a
+//! 2. `plan_refresh` (from how many observers pairing marked for a
 //!    rebuild and how many view edits it made): how views are refreshed,
 //!    what rebuilds read, and whether views are rewritten in place or
 //!    streamed into fresh storage.
 //!
 //! The radius-mode sweep (`world/sweep.rs`) then decides with
-//! [`sweep_allowed`] and records how it went in [`TickPlan::sweep`].
+//! `sweep_allowed` and records how it went in [`TickPlan::sweep`].
 //! [`World::last_plan`](crate::World::last_plan) returns the plan of the
 //! last tick, for logs and tests.
 
@@ -220,7 +220,7 @@ pub(crate) fn plan_border_pairing(
     }
 }
 
-/// The counts [`plan_pairing`] decides from.
+/// The counts `plan_pairing` decides from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PairingCounts {
     /// Subjects to pair: those the border pairing weighed, or every
@@ -257,7 +257,7 @@ pub(crate) fn plan_pairing(c: PairingCounts) -> (Pairing, PairSource) {
     (pairing, source)
 }
 
-/// The counts [`plan_refresh`] decides from, after pairing.
+/// The counts `plan_refresh` decides from, after pairing.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RefreshCounts {
     /// Whether the pairs outgrew their room.
