@@ -121,6 +121,7 @@
 extern crate alloc;
 
 mod cell_locator;
+mod cell_sorted;
 mod command;
 mod config;
 pub mod coverage;
@@ -131,9 +132,8 @@ mod grid;
 mod id_index;
 pub mod jsonl;
 mod margin;
-mod packed;
+mod permutation;
 pub mod plan;
-mod renumbering;
 mod rule;
 mod scan;
 mod slot_bits;

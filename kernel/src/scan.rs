@@ -18,7 +18,7 @@ use crate::view_marks::ViewMarks;
 /// What the scan reads of one entity: one record, so a run of them is one
 /// stream from memory.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Packed {
+pub(crate) struct ScanRecord {
     pub(crate) x: i64,
     pub(crate) y: i64,
     pub(crate) slot: u32,
@@ -30,12 +30,12 @@ pub(crate) struct Packed {
     pub(crate) dy: i32,
 }
 
-impl Packed {
+impl ScanRecord {
     /// The record of the entity at `slot`, from its grid member.
     #[inline(always)]
-    pub(crate) fn of(slot: u32, m: &Member) -> Packed {
+    pub(crate) fn of(slot: u32, m: &Member) -> ScanRecord {
         let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
-        Packed {
+        ScanRecord {
             x,
             y,
             slot,
@@ -127,7 +127,7 @@ impl Candidates {
     /// Scans one run of entities. `marks` holds the observer's old view,
     /// which hysteresis lets stay out to the stay radius.
     #[inline(always)]
-    pub(crate) fn scan(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
+    pub(crate) fn scan(&mut self, reach: &Reach, run: &[ScanRecord], marks: &ViewMarks) {
         // Each entity is scanned at most once per rebuild, so len + run.len()
         // stays within the buffer; locals keep the loop out of memory.
         let out = &mut self.buf[self.len..];
@@ -240,7 +240,7 @@ impl Ranked {
     /// Appends every entity of `run` the observer sees within `within`,
     /// with its distance.
     #[inline(always)]
-    pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
+    pub(crate) fn rank(&mut self, reach: &Reach, run: &[ScanRecord], marks: &ViewMarks) {
         let mut k = 0;
         // As in the scan, the common case gets its own loop: without
         // hysteresis the radius and the guess are one bound.
@@ -417,7 +417,7 @@ impl Reach {
     /// A candidate's `dist²` when the observer is `near` (then 64 bits
     /// hold it).
     #[inline(always)]
-    fn near_dist2(&self, e: &Packed) -> u64 {
+    fn near_dist2(&self, e: &ScanRecord) -> u64 {
         let (dx, dy) = (e.x.wrapping_sub(self.x), e.y.wrapping_sub(self.y));
         (dx * dx) as u64 + (dy * dy) as u64
     }
@@ -425,7 +425,7 @@ impl Reach {
     /// A near candidate's `dist²`, and whether the rule without hysteresis
     /// keeps it within `bound`.
     #[inline(always)]
-    fn near_within(&self, e: &Packed, bound: u64) -> (u64, bool) {
+    fn near_within(&self, e: &ScanRecord, bound: u64) -> (u64, bool) {
         let dist2 = self.near_dist2(e);
         let keep = (e.layers & self.interest != 0) & (e.slot != self.slot) & (dist2 <= bound);
         (dist2, keep)
@@ -462,7 +462,7 @@ impl Reach {
     /// observer's ring, which every loop here is checked against in debug
     /// builds. The ring itself is the source's part, so cells are not
     /// compared here.
-    pub(crate) fn rule_sees(&self, e: &Packed, marks: &ViewMarks) -> bool {
+    pub(crate) fn rule_sees(&self, e: &ScanRecord, marks: &ViewMarks) -> bool {
         let (mode, (enter2, stay2)) = match self.radius {
             Some(r) => (Visibility::Radius, r),
             None => (Visibility::Grid, (0, 0)),
@@ -490,7 +490,7 @@ impl Reach {
     /// scan for `everyone` keeps the observer itself (the caller takes it
     /// out) and tests no layers (every entity has one of interest).
     #[inline(always)]
-    fn check(&self, e: &Packed, marks: &ViewMarks, keep: bool) {
+    fn check(&self, e: &ScanRecord, marks: &ViewMarks, keep: bool) {
         debug_assert!(
             keep == self.rule_sees(e, marks) || (self.everyone && e.slot == self.slot),
             "a scan loop disagrees with the rule for slot {}",
@@ -501,7 +501,7 @@ impl Reach {
     /// Debug builds: a ranking keeps `e` exactly when the rule sees it and
     /// it is within the ranking's bound.
     #[inline(always)]
-    fn check_ranked(&self, e: &Packed, marks: &ViewMarks, keep: bool, in_bound: bool) {
+    fn check_ranked(&self, e: &ScanRecord, marks: &ViewMarks, keep: bool, in_bound: bool) {
         debug_assert!(
             keep == (self.rule_sees(e, marks) && in_bound),
             "a ranking loop disagrees with the rule for slot {}",
@@ -516,7 +516,7 @@ mod tests {
     use crate::digest::mix64;
 
     /// The view a crowd culls to, as a sorted set of slots.
-    fn kept(reach: &Reach, run: &[Packed], max_view: usize, within: u128) -> Option<Vec<u32>> {
+    fn kept(reach: &Reach, run: &[ScanRecord], max_view: usize, within: u128) -> Option<Vec<u32>> {
         let n = run.len() as u32;
         let marks = ViewMarks::new(n);
         let mut ranked = Ranked::new(n);
@@ -543,13 +543,13 @@ mod tests {
         let mut guessed = 0;
         for case in 0..300 {
             // A small lattice, so that many candidates tie at the cut-off.
-            let run: Vec<Packed> = (0..1 + next(300) as u32)
-                .map(|slot| Packed {
+            let run: Vec<ScanRecord> = (0..1 + next(300) as u32)
+                .map(|slot| ScanRecord {
                     x: next(21) as i64 - 10,
                     y: next(21) as i64 - 10,
                     slot,
                     layers: 1,
-                    ..Packed::default()
+                    ..ScanRecord::default()
                 })
                 .collect();
             let max_view = 1 + next(64) as usize;

@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 use crate::cell_locator::CellLocator;
+use crate::cell_sorted::CellSorted;
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::coverage::{Path, PathCounts};
@@ -19,14 +20,13 @@ use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
 use crate::margin::{Key, Margins, SIDE};
-use crate::packed::CellSorted;
+use crate::permutation::Permutation;
 use crate::plan::{
     self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, TickPlan,
     Updates, ViewWrite,
 };
-use crate::renumbering::Renumbering;
 use crate::rule::{self, Zone};
-use crate::scan::{Candidates, Packed, Ranked, Reach};
+use crate::scan::{Candidates, Ranked, Reach, ScanRecord};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::source::Source;
@@ -328,8 +328,8 @@ pub struct World {
     /// Room to merge `by_id`'s appended tail into its sorted head: its live
     /// entries, at most `max_observers`.
     by_id_tail: Vec<(EntityId, u32)>,
-    slot_numbering: Renumbering,
-    view_numbering: Renumbering,
+    slot_numbering: Permutation,
+    view_numbering: Permutation,
 
     /// Entities whose state differs from what was last sent (`s ≠ L`).
     pending: Vec<u32>,
@@ -382,7 +382,7 @@ pub struct World {
     /// plan's [`RebuildSource`] says: by squares in radius mode where the
     /// world allows, else by cells (and then, in grid mode with a full
     /// view, by squares too: [`TickPlan::crowd_squares`]).
-    packed: CellSorted<Packed>,
+    packed: CellSorted<ScanRecord>,
     squares: Option<PackedSquares>,
     /// Whether any subject already visible somewhere may be due an update
     /// this tick (one spawned this tick is due, but enters instead).
@@ -499,8 +499,8 @@ impl World {
             by_id_clean: true,
             by_id_sorted: 0,
             by_id_tail: Vec::with_capacity(config.max_observers as usize),
-            slot_numbering: Renumbering::new(slots),
-            view_numbering: Renumbering::new(config.max_observers),
+            slot_numbering: Permutation::new(slots),
+            view_numbering: Permutation::new(config.max_observers),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
             changes: Vec::with_capacity(n),
@@ -731,7 +731,7 @@ impl World {
                 self.hit(Path::RebuildFromSortedCells);
                 let grid = &self.grid;
                 self.packed
-                    .rebuild(|c| grid.members(c).map(|(slot, m)| Packed::of(slot, m)));
+                    .rebuild(|c| grid.members(c).map(|(slot, m)| ScanRecord::of(slot, m)));
                 // Grid mode: crowds rank from squares (a crowd's cut-off
                 // is well inside its ring of cells).
                 if let Some(squares) = self.squares.as_mut().filter(|_| self.views.any_full()) {

@@ -1,4 +1,4 @@
-//! Keeping slots in id order: see `renumbering.rs` for why.
+//! Keeping slots in id order: see `permutation.rs` for why.
 
 use super::{World, UNBORN};
 

@@ -40,7 +40,7 @@ use crate::event::EventSink;
 use crate::fixed_point::Fix;
 use crate::plan::{self, SweepOutcome};
 use crate::rule;
-use crate::scan::Packed;
+use crate::scan::ScanRecord;
 use crate::squares::{step_within, PackedSquares, Steps, JUMPED};
 
 /// A slot whose observer's view the sweep does not keep this tick: an
@@ -444,9 +444,9 @@ impl World {
 fn band(
     band: &mut [u32],
     mut n: usize,
-    records: &[Packed],
+    records: &[ScanRecord],
     run: core::ops::Range<usize>,
-    a: &Packed,
+    a: &ScanRecord,
     (lo, hi): (u64, u64),
 ) -> usize {
     let first = run.start as u32;
@@ -515,7 +515,7 @@ fn around(
 /// A pair's `dist²` now and at last tick's positions; `(ax, ay)` is where
 /// `a` stood then.
 #[inline(always)]
-fn distances(a: &Packed, (ax, ay): (i64, i64), b: &Packed) -> (u64, u64) {
+fn distances(a: &ScanRecord, (ax, ay): (i64, i64), b: &ScanRecord) -> (u64, u64) {
     let now = square(b.x - a.x, b.y - a.y);
     let was = square(b.x - i64::from(b.dx) - ax, b.y - i64::from(b.dy) - ay);
     (now, was)
