@@ -31,8 +31,10 @@ pub struct Spawn {
 }
 
 impl Spawn {
-    /// An NPC at `pos` with the defaults of the scenario format
-    /// (dir 0, speed 0, radius 0, layers 1, interest all).
+    /// An NPC at `pos`: dir 0, speed 0, layers 1, interest all, radius 0.
+    ///
+    /// The radius differs from the scenario format's default (`cell_size`):
+    /// an NPC sees nothing, so its radius is never read.
     pub fn npc(id: EntityId, pos: Pos) -> Self {
         Spawn {
             id,
