@@ -11,60 +11,18 @@
 //! {"tick":1,"type":"tick","digest":"00c0ffee00c0ffee","events":4}
 //! ```
 //!
-//! The writers format straight into the output with `write!`: no per-event
-//! allocation. Give them a buffered writer.
+//! The lines are the kernel's own ([`lockgrid_kernel::jsonl`]), written
+//! straight into the output with `write!`: no per-event allocation. Give
+//! the writers a buffered writer.
 
 use std::io::{self, Write};
 
+use lockgrid_kernel::jsonl::{EventLine, TickLine};
 use lockgrid_kernel::{Event, TickReport};
-
-use crate::decimal::ExactDecimal as D;
 
 /// Writes one event of tick `tick` as a line.
 pub fn write_event<W: Write + ?Sized>(out: &mut W, tick: u64, event: &Event) -> io::Result<()> {
-    match *event {
-        Event::Rejected {
-            entity,
-            command,
-            reason,
-        } => writeln!(
-            out,
-            "{{\"tick\":{tick},\"type\":\"rejected\",\"entity\":{entity},\"command\":\"{}\",\"reason\":\"{}\"}}",
-            command.as_str(),
-            reason.as_str()
-        ),
-        Event::Leave { observer, subject } => writeln!(
-            out,
-            "{{\"tick\":{tick},\"type\":\"leave\",\"observer\":{observer},\"subject\":{subject}}}"
-        ),
-        Event::Enter {
-            observer,
-            subject,
-            pos,
-            dir,
-            speed,
-            layers,
-        } => writeln!(
-            out,
-            "{{\"tick\":{tick},\"type\":\"enter\",\"observer\":{observer},\"subject\":{subject},\"pos\":[{},{}],\"dir\":{dir},\"speed\":{},\"layers\":{layers}}}",
-            D(pos.x),
-            D(pos.y),
-            D(speed)
-        ),
-        Event::Update {
-            observer,
-            subject,
-            pos,
-            dir,
-            speed,
-        } => writeln!(
-            out,
-            "{{\"tick\":{tick},\"type\":\"update\",\"observer\":{observer},\"subject\":{subject},\"pos\":[{},{}],\"dir\":{dir},\"speed\":{}}}",
-            D(pos.x),
-            D(pos.y),
-            D(speed)
-        ),
-    }
+    writeln!(out, "{}", EventLine { tick, event })
 }
 
 /// Writes the line that closes a tick: its digest as 16 lowercase hex digits
@@ -75,10 +33,12 @@ pub fn write_tick_line<W: Write + ?Sized>(
     digest: u64,
     events: u64,
 ) -> io::Result<()> {
-    writeln!(
-        out,
-        "{{\"tick\":{tick},\"type\":\"tick\",\"digest\":\"{digest:016x}\",\"events\":{events}}}"
-    )
+    let line = TickLine {
+        tick,
+        digest,
+        events,
+    };
+    writeln!(out, "{line}")
 }
 
 /// Writes a whole tick: its events in the order given (the kernel's

@@ -1,5 +1,6 @@
 //! Commands: what a host asks the kernel to do in one tick.
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::fixed_point::{Dir, Fix, Pos};
@@ -8,7 +9,8 @@ use crate::fixed_point::{Dir, Fix, Pos};
 pub type EntityId = u64;
 
 /// Create an entity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Spawn {
     /// The new entity's id; must not be alive.
     pub id: EntityId,
@@ -29,8 +31,10 @@ pub struct Spawn {
 }
 
 impl Spawn {
-    /// An NPC at `pos` with the defaults of the scenario format
-    /// (dir 0, speed 0, radius 0, layers 1, interest all).
+    /// An NPC at `pos`: dir 0, speed 0, layers 1, interest all, radius 0.
+    ///
+    /// The radius differs from the scenario format's default (`cell_size`):
+    /// an NPC sees nothing, so its radius is never read.
     pub fn npc(id: EntityId, pos: Pos) -> Self {
         Spawn {
             id,
@@ -55,7 +59,8 @@ impl Spawn {
 }
 
 /// Overwrite an entity's motion state; the last move of an entity in a tick wins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Move {
     /// The entity to move; must be alive.
     pub id: EntityId,
@@ -68,7 +73,8 @@ pub struct Move {
 }
 
 /// One input of a tick. Commands apply in the order given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum Command {
     /// Create an entity.
     Spawn(Spawn),
@@ -102,7 +108,8 @@ impl Command {
 }
 
 /// The kind of a command, as reported in a rejection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum CommandKind {
     /// [`Command::Spawn`].
     Spawn,

@@ -1,11 +1,13 @@
 //! World configuration, fixed at construction.
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::fixed_point::{Dir, Fix, Pos};
 
 /// Which rule decides whether an observer sees a subject.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum Visibility {
     /// Nine-grid: the subject's cell is within ±1 cell of the observer's on both axes.
     #[default]
@@ -15,7 +17,8 @@ pub enum Visibility {
 }
 
 /// Everything that shapes a world. Every capacity is fixed here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Config {
     /// World-space position of the corner of cell (0, 0).
     pub origin: Pos,

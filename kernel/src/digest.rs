@@ -1,7 +1,14 @@
 //! The state digest: a 64-bit hash of the full kernel state, kept incrementally.
 //!
 //! See the crate docs ("Digest") for the algorithm; this file is its only
-//! implementation.
+//! implementation: the word hash, every term (entity, view pair, config)
+//! and the tick's digest over their sums. The tests re-derive it
+//! independently (`tests/src/digest.rs` in the repository).
+
+use crate::command::EntityId;
+use crate::config::{Config, Visibility};
+use crate::fixed_point::Fix;
+use crate::throttle::{Motion, Sent};
 
 /// splitmix64's finalizer: a bijective avalanche on 64 bits.
 pub(crate) const fn mix64(mut z: u64) -> u64 {
@@ -107,20 +114,105 @@ pub(crate) const DOMAIN_ENTITY: u64 = 0x6c67_656e_7469_7479; // "lgentity"
 pub(crate) const DOMAIN_VIEW: u64 = 0x6c67_7669_6577_0000; // "lgview"
 pub(crate) const DOMAIN_TICK: u64 = 0x6c67_7469_636b_0000; // "lgtick"
 
+/// The most words an entity's digest head has: five of the entity, the
+/// sent flag, and five of what was sent.
+pub(crate) const HEAD_WORDS: usize = 11;
+/// The words of an entity's motion in its digest term.
+pub(crate) const MOTION_WORDS: usize = 4;
+
+/// The words of an entity's term that change only at spawn or when an
+/// update is sent: `id, observer, radius, layers, interest`, then `0`
+/// when nothing was sent yet, else `1, Lx, Ly, Ldir, Lspeed, T`. They come
+/// first so that a move rehashes only its motion.
+pub(crate) fn entity_head_words(
+    id: EntityId,
+    observer: bool,
+    radius: Fix,
+    layers: u32,
+    interest: u32,
+    sent: Option<&Sent>,
+) -> Words<HEAD_WORDS> {
+    let mut h = Words::new();
+    h.word(id)
+        .word(u64::from(observer))
+        .word(radius.to_bits() as u64)
+        .word(u64::from(layers))
+        .word(u64::from(interest));
+    match sent {
+        None => h.word(0),
+        Some(s) => h
+            .word(1)
+            .word(s.motion.pos.x.to_bits() as u64)
+            .word(s.motion.pos.y.to_bits() as u64)
+            .word(u64::from(s.motion.dir))
+            .word(s.motion.speed.to_bits() as u64)
+            .word(s.tick),
+    };
+    h
+}
+
+/// The words of an entity's term that follow its head: `x, y, dir, speed`.
+pub(crate) fn entity_motion_words(m: &Motion) -> [u64; MOTION_WORDS] {
+    [
+        m.pos.x.to_bits() as u64,
+        m.pos.y.to_bits() as u64,
+        u64::from(m.dir),
+        m.speed.to_bits() as u64,
+    ]
+}
+
+/// An entity's term `H("lgentity"; head, motion)`, with the hash chain
+/// over its head (which the tick keeps, to rehash only the motion).
+pub(crate) fn entity_term(
+    head: &Words<HEAD_WORDS>,
+    motion: &[u64; MOTION_WORDS],
+) -> (u64, WordHasher) {
+    let mut chain = [WordHasher::new(DOMAIN_ENTITY)];
+    chain_lanes(&mut chain, &[*head]);
+    let mut term = chain;
+    chain_full_lanes(&mut term, &[*motion]);
+    (term[0].finish(), chain[0])
+}
+
+/// The config hash: `H("lgconfig"; origin x, origin y, cell_size,
+/// width_cells, height_cells, visibility (grid 0, radius 1), hysteresis,
+/// update_interval, move_epsilon, dir_epsilon, max_entities,
+/// max_observers, max_view)`.
+pub(crate) fn config_hash(c: &Config) -> u64 {
+    WordHasher::new(DOMAIN_CONFIG)
+        .word(c.origin.x.to_bits() as u64)
+        .word(c.origin.y.to_bits() as u64)
+        .word(c.cell_size.to_bits() as u64)
+        .word(u64::from(c.width_cells))
+        .word(u64::from(c.height_cells))
+        .word(match c.visibility {
+            Visibility::Grid => 0,
+            Visibility::Radius => 1,
+        })
+        .word(c.hysteresis.to_bits() as u64)
+        .word(c.update_interval)
+        .word(c.move_epsilon.to_bits() as u64)
+        .word(u64::from(c.dir_epsilon))
+        .word(u64::from(c.max_entities))
+        .word(u64::from(c.max_observers))
+        .word(u64::from(c.max_view))
+        .finish()
+}
+
 /// The hashes of one observer's (observer, subject) view pairs. Its own
 /// word is hashed once, not once per pair: that is a third of each pair's
 /// hash, and a tick adds or takes out a term for every Enter and Leave.
 #[derive(Clone, Copy)]
-pub(crate) struct ObserverPairs {
+pub(crate) struct PairHasher {
     observer: u64,
     head: WordHasher,
 }
 
-impl ObserverPairs {
+impl PairHasher {
     pub(crate) fn new(observer: u64) -> Self {
         let mut head = WordHasher::new(DOMAIN_VIEW);
         head.word(observer);
-        ObserverPairs { observer, head }
+        PairHasher { observer, head }
     }
 
     /// The observer's id.
@@ -147,13 +239,13 @@ pub(crate) struct DigestSums {
 
 impl DigestSums {
     #[inline(always)]
-    pub(crate) fn add_pair(&mut self, observer: &ObserverPairs, subject: u64) {
+    pub(crate) fn add_pair(&mut self, observer: &PairHasher, subject: u64) {
         self.pairs = self.pairs.wrapping_add(observer.hash(subject));
         self.pair_count += 1;
     }
 
     #[inline(always)]
-    pub(crate) fn remove_pair(&mut self, observer: &ObserverPairs, subject: u64) {
+    pub(crate) fn remove_pair(&mut self, observer: &PairHasher, subject: u64) {
         self.pairs = self.pairs.wrapping_sub(observer.hash(subject));
         self.pair_count -= 1;
     }
@@ -181,7 +273,7 @@ mod tests {
         assert_ne!(ab, ba);
         // Golden value: the algorithm is part of the contract.
         assert_eq!(ab, 15_442_745_777_756_642_593);
-        let pair = |o, s| ObserverPairs::new(o).hash(s);
+        let pair = |o, s| PairHasher::new(o).hash(s);
         assert_ne!(pair(1, 2), pair(2, 1));
         // The observer's word is hashed ahead; the pair is still the
         // documented hash of (observer, subject).

@@ -1,5 +1,6 @@
 //! Events: what one tick produced, per observer, in contract order.
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::command::{CommandKind, EntityId};
@@ -7,7 +8,8 @@ use crate::fixed_point::{Dir, Fix, Pos};
 
 /// Why a command was not applied. When several apply, the first in this
 /// declaration order is reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum RejectReason {
     /// Move or despawn of an id that is not alive.
     UnknownEntity,
@@ -48,7 +50,8 @@ impl RejectReason {
 /// A tick's events come in one total order: all `Rejected` first, in input
 /// order; then the rest sorted by `(observer, kind, subject)` with
 /// `Leave < Enter < Update`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum Event {
     /// A command that could not be applied; the rest of the tick still applied.
     Rejected {
@@ -133,6 +136,55 @@ impl Event {
                 observer, subject, ..
             } => Some((observer, EventKind::Update, subject)),
         }
+    }
+}
+
+/// The contract's order of two events of one tick, the one comparator
+/// every part of the kernel keeps to: rejections first, among themselves
+/// in input order (they compare equal, so a stable sort keeps it); then
+/// view events by `(observer id, Leave < Enter < Update, subject id)`.
+///
+/// ```
+/// use lockgrid_kernel::{contract_order, Event};
+/// let leave = Event::Leave { observer: 1, subject: 9 };
+/// let later = Event::Leave { observer: 2, subject: 3 };
+/// assert!(contract_order(&leave, &later).is_lt());
+/// ```
+pub fn contract_order(a: &Event, b: &Event) -> core::cmp::Ordering {
+    // `None` (a rejection) sorts before every `Some`.
+    a.order_key().cmp(&b.order_key())
+}
+
+/// Debug builds wrap the tick's sink in this: every event must follow
+/// the one before it in [`contract_order`].
+#[cfg(debug_assertions)]
+pub(crate) struct InOrder<'a, S> {
+    sink: &'a mut S,
+    last: Option<Event>,
+}
+
+#[cfg(debug_assertions)]
+impl<'a, S: EventSink> InOrder<'a, S> {
+    pub(crate) fn new(sink: &'a mut S) -> Self {
+        InOrder { sink, last: None }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl<S: EventSink> EventSink for InOrder<'_, S> {
+    fn event(&mut self, event: Event) {
+        if let Some(last) = &self.last {
+            assert!(
+                contract_order(last, &event).is_lt()
+                    || matches!(
+                        (last, &event),
+                        (Event::Rejected { .. }, Event::Rejected { .. })
+                    ),
+                "events out of contract order: {last:?} then {event:?}"
+            );
+        }
+        self.last = Some(event);
+        self.sink.event(event);
     }
 }
 

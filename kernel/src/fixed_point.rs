@@ -1,5 +1,6 @@
 //! Fixed-point coordinates and binary-angle headings.
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// The kernel's number type: 48 integer bits, 16 fractional bits.
@@ -12,7 +13,8 @@ pub type Fix = fixed::types::I48F16;
 pub type Dir = u16;
 
 /// A 2D position in world coordinates.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Pos {
     /// Horizontal coordinate.
     pub x: Fix,

@@ -10,7 +10,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::fixed_point::Pos;
-use crate::renumbering::Renumbering;
+use crate::permutation::Permutation;
 
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -286,7 +286,7 @@ impl Grid {
 
     /// Moves every slot's records and links to its new number. Each cell's
     /// lists keep their order.
-    pub(crate) fn renumber(&mut self, r: &mut Renumbering) {
+    pub(crate) fn renumber(&mut self, r: &mut Permutation) {
         let all = &mut self.all;
         r.permute(&mut all.members);
         r.permute(&mut all.prev);

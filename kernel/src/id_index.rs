@@ -7,7 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::digest::mix64;
-use crate::renumbering::Renumbering;
+use crate::permutation::Permutation;
 
 const EMPTY: u32 = u32::MAX;
 
@@ -62,7 +62,7 @@ impl IdIndex {
     }
 
     /// Gives every indexed id its slot's new number.
-    pub(crate) fn renumber(&mut self, r: &Renumbering) {
+    pub(crate) fn renumber(&mut self, r: &Permutation) {
         for slot in &mut self.slots {
             if *slot != EMPTY {
                 *slot = r.to(*slot);

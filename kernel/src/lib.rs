@@ -59,102 +59,44 @@
 //! **Order**: rejections first, in input order; then events sorted by
 //! `(observer id, Leave < Enter < Update, subject id)`.
 //!
-//! # Cost
+//! # Where each rule lives
 //!
-//! Work per tick follows what changed. Let `C` be the entities touched by
-//! commands plus those still settling (moved last tick without an update
-//! being due), and `R` the largest observer ring in cells (1 in grid mode;
-//! `⌈(r + hysteresis) / cell_size⌉` in radius mode).
+//! Each rule of the contract is written in one file of `kernel/src`; the
+//! fast paths of the tick call it or, in debug builds, check themselves
+//! against it with `debug_assert!`:
 //!
-//! Each changed subject classifies itself against every observer within `R`
-//! cells of its old or new cell: visible at the end of last tick and now,
-//! by the rule alone (only inside the hysteresis band does it ask the
-//! view). Only pairs that make an event are kept. An observer that did not
-//! change applies its `p` pairs to its view of size `v` in `O(p log v)`
-//! plus a splice of the view when something entered or left. A full view
-//! may be culled, so any move in range can change who is kept: one ranked
-//! in a calm tick keeps a margin of `2 × 8` candidates around its
-//! cut-off, in `(dist², id)` order, and a subject moving near it only
-//! moves between the kept core, the margin and beyond. Who is kept is read
-//! off the margin in `O(p × 16)`. A despawned subject pairs like one that
-//! moved away, while no spawn has taken its slot in the same tick (the
-//! world keeps an eighth more slots than `max_entities` for that).
-//! Observers whose own state changed, whose margin ran out (or was never
-//! kept) or that saw a despawned subject whose slot was taken at once
-//! are rebuilt instead, in `O(k + v + e log e)` each, with `k` the
-//! entities in its ring and `e` those entering. An entity that did not
-//! move, in a region where nothing moved, costs nothing. The pairs have
-//! room for 16 per entity; a tick that needs more rebuilds every affected
-//! observer.
+//! | Rule | File |
+//! |---|---|
+//! | Visibility (grid, radius, layers, self, hysteresis) | `rule.rs` |
+//! | Crowd culling to `max_view` by `(dist², id)` | `scan.rs` (`Ranked`) |
+//! | Update throttle | `throttle.rs` |
+//! | Event order | `event.rs` ([`contract_order`]) |
+//! | Rejection reasons and their priority | `event.rs` ([`RejectReason`]), `world.rs` (`apply`) |
+//! | Digest: word hash, every term, config hash, tick digest | `digest.rs` |
+//! | Cell of a position, bounds | `cell_locator.rs` |
 //!
-//! Observers are rebuilt in id order and per-entity records are kept by
-//! slot, so slots are kept in id order too: a spawn takes a slot above
-//! every one used since the last renumbering while there is one, which
-//! keeps the order when its id is fresh (above every id below). While
-//! slots follow ids, views are searched and merged by slot without
-//! looking ids up. Once the slots above are used up, or an eighth of the
-//! entities sit out of id order (spawns under old ids), the world
-//! renumbers its slots and views in id order at the end of a tick,
-//! `O(entities log entities + visible pairs)`, which nothing outside can
-//! see, all in that tick. Until then, a spawn under an old id turns the
-//! search by slot off.
-//! When many subjects change, the observers' records are first copied out
-//! cell by cell (`O(observers + cells)`), so that each subject reads the
-//! observers of a row of its ring as one run; in radius mode the copy is
-//! sorted into squares of about a third of a cell instead, and a subject
-//! reads only the squares within reach of its old and new positions.
+//! The repository's `tests/src/oracle.rs` is an independent, simple
+//! implementation of the whole contract that the tests compare every
+//! tick with, and `tests/src/digest.rs` re-derives the digest.
 //!
-//! In grid mode visibility follows cells, so while no view is full, a move
-//! inside its cell is no change: only subjects that cross a cell border
-//! (or are due an update) are paired, and only observers that cross one
-//! are rebuilt. The tick rebuilds every view instead when those subjects
-//! have, around their old and new cells, more than an eighth as many
-//! observers as there are visible pairs: pairing one observer costs about
-//! eight times as much as rebuilding one pair (grid observers are counted
-//! per cell, so the estimate is a sum over each subject's ring).
-//! A subject due an update that did not cross a border gets one in
-//! exactly the views that hold it. When pairing such subjects would cost
-//! more, by the same estimate, than a pass over every visible pair, they
-//! are not paired: every view is walked for its due subjects instead,
-//! `O(v)` each, after its Leaves and Enters. That is the common case at
-//! the default throttle where everything moves.
+//! # Internals
 //!
-//! Otherwise, when at least as many entities changed as there are
-//! observers, pairing would cost more than rebuilding every view, so every
-//! observer is rebuilt instead, scanning a sorted copy of the world made by
-//! one walk of the cells (`O(entities + cells)`), which keeps each row of a
-//! ring contiguous in memory. The same copy serves once rebuilt observers
-//! are more than about 1.5% of the entities, and when they are a sixteenth,
-//! every view is streamed into fresh storage, the others copied unchanged.
-//! So is every view when the pairs would edit views four times as often as
-//! there are observers: nearly every view is rewritten then anyway, and a
-//! view rewritten in place is copied twice.
-//! In radius mode the copy is sorted into squares of about a third of a
-//! cell, so a rebuild scans the bounding box of its disc rather than its
-//! whole ring. The new views are then written one after another in rebuild
-//! order, so the next such tick reads them as a stream.
+//! How a tick plans and pays for its work (the cost model, the plan's
+//! thresholds, and a glossary of internal names with the tests that cover
+//! them) is in the repository's `docs/kernel-internals.md`;
+//! [`World::last_plan`] shows the plan a tick took.
 //!
-//! In radius mode without hysteresis, a view below `max_view` whose
-//! observer's interest takes every subject is exactly the subjects within
-//! `r`, so in such a tick it changes by the pairs that crossed `r`. Where
-//! at least half of the entities are observers with such views, at most
-//! one entity in 32 spawned, despawned or jumped farther than a square, and
-//! no slot changed hands, one sweep over pairs of nearby entities finds
-//! those changes instead of the rebuilds: each pair once for both its
-//! directions, tested at both positions only when it is now within `r`
-//! plus or minus three times the tick's largest step, in
-//! `O(pairs in reach + changes)`. Each such view is then merged with its
-//! `c` changes in `O(v + c log c)`; a spawn, despawn or jump is tested
-//! against the views around where it was and is. The other observers are
-//! rebuilt as above.
+//! # Beyond the per-observer events
 //!
-//! Memory is fixed by [`Config`] at construction, dominated by
-//! `max_observers × min(max_view, max_entities) × 8` bytes of views (two
-//! halves of 4-byte entries), then each observer's margin (432 bytes,
-//! where views can be culled at all), the per-entity records, the room for
-//! pairs, the copies and, in radius mode without hysteresis, the sweep's
-//! changes (about 1.5 KB per entity in all where every entity is an
-//! observer, 1.9 KB with the sweep): `step` never allocates.
+//! - [`CellEvents`] reports each tick's changes addressed to cells (enter,
+//!   leave, update per cell), for a fan-out with one channel per cell.
+//! - [`World::entities_within`] and [`World::entities_in_cells`] answer a
+//!   game rule's questions between ticks (who is near a point, who is in a
+//!   block of cells) from the index the tick uses.
+//! - [`Config::reserved_bytes`] tells what a world of that config reserves
+//!   before it is built, so a host can refuse one that would not fit.
+//! - [`jsonl`] writes a tick's events in the JSON Lines format, for
+//!   snapshot tests.
 //!
 //! # Digest
 //!
@@ -192,17 +134,21 @@ extern crate alloc;
 
 mod cell_events;
 mod cell_locator;
+mod cell_sorted;
 mod command;
 mod config;
+pub mod coverage;
 mod digest;
 mod event;
 mod fixed_point;
 mod grid;
 mod id_index;
+pub mod jsonl;
 mod margin;
-mod packed;
-mod renumbering;
+mod permutation;
+pub mod plan;
 mod reserved;
+mod rule;
 mod scan;
 mod slot_bits;
 mod slot_ids;
@@ -221,8 +167,8 @@ pub use config::{
     Config, ConfigError, Visibility, MAX_CELLS, MAX_ENTITIES, MAX_LENGTH_RAW, MAX_RADIUS,
     MAX_VIEW_SLOTS,
 };
-pub use event::{CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
+pub use event::{contract_order, CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
 pub use fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
 pub use snapshot::{EntitySnapshot, RestoreError, Snapshot, MAX_TICK};
 pub use throttle::{Motion, Sent};
-pub use world::{EntityState, TickReport, World};
+pub use world::{BufferTooSmall, EntityState, TickReport, World};

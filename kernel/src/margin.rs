@@ -20,7 +20,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::renumbering::Renumbering;
+use crate::permutation::Permutation;
 
 /// A candidate's place in a view's order: nearer first, ties by id.
 /// Margins only hold `dist²` below 2^64 (raw units: 65 536 units apart),
@@ -280,7 +280,7 @@ impl Margins {
     /// Gives every entry of every margin its slot's new number; between
     /// ticks only. A margin left open is stale ([`Margins::begin`] opens
     /// each afresh), so it is dropped.
-    pub(crate) fn renumber(&mut self, r: &Renumbering) {
+    pub(crate) fn renumber(&mut self, r: &Permutation) {
         self.open = None;
         self.scratch.clear();
         for (view, head) in (0..).zip(&self.heads) {
@@ -294,7 +294,7 @@ impl Margins {
     }
 
     /// Moves every view's margin to the view's new number.
-    pub(crate) fn renumber_views(&mut self, r: &mut Renumbering) {
+    pub(crate) fn renumber_views(&mut self, r: &mut Permutation) {
         // With no margin anywhere, every head is `None` and no entry is
         // read before it is written again: nothing needs moving, where the
         // entries alone take 400 bytes per view.

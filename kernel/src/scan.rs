@@ -9,14 +9,16 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::config::Visibility;
 use crate::grid::Member;
 use crate::margin::Key;
+use crate::rule::{self, Zone};
 use crate::view_marks::ViewMarks;
 
 /// What the scan reads of one entity: one record, so a run of them is one
 /// stream from memory.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Packed {
+pub(crate) struct ScanRecord {
     pub(crate) x: i64,
     pub(crate) y: i64,
     pub(crate) slot: u32,
@@ -28,12 +30,12 @@ pub(crate) struct Packed {
     pub(crate) dy: i32,
 }
 
-impl Packed {
+impl ScanRecord {
     /// The record of the entity at `slot`, from its grid member.
     #[inline(always)]
-    pub(crate) fn of(slot: u32, m: &Member) -> Packed {
+    pub(crate) fn of(slot: u32, m: &Member) -> ScanRecord {
         let (x, y) = (m.pos.x.to_bits(), m.pos.y.to_bits());
-        Packed {
+        ScanRecord {
             x,
             y,
             slot,
@@ -125,7 +127,7 @@ impl Candidates {
     /// Scans one run of entities. `marks` holds the observer's old view,
     /// which hysteresis lets stay out to the stay radius.
     #[inline(always)]
-    pub(crate) fn scan(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
+    pub(crate) fn scan(&mut self, reach: &Reach, run: &[ScanRecord], marks: &ViewMarks) {
         // Each entity is scanned at most once per rebuild, so len + run.len()
         // stays within the buffer; locals keep the loop out of memory.
         let out = &mut self.buf[self.len..];
@@ -142,6 +144,7 @@ impl Candidates {
                         if let Some(at) = out.get_mut(k) {
                             *at = e.slot;
                         }
+                        reach.check(e, marks, keep);
                         k += usize::from(keep);
                     }
                 } else {
@@ -150,6 +153,7 @@ impl Candidates {
                         if let Some(at) = out.get_mut(k) {
                             *at = e.slot;
                         }
+                        reach.check(e, marks, keep);
                         k += usize::from(keep);
                     }
                 }
@@ -166,6 +170,7 @@ impl Candidates {
                     if let Some(at) = out.get_mut(k) {
                         *at = e.slot;
                     }
+                    reach.check(e, marks, keep);
                     k += usize::from(keep);
                 }
             }
@@ -173,6 +178,7 @@ impl Candidates {
             None if reach.everyone => {
                 for (at, e) in out.iter_mut().zip(run) {
                     *at = e.slot;
+                    reach.check(e, marks, true);
                 }
                 k = run.len().min(out.len());
             }
@@ -182,6 +188,7 @@ impl Candidates {
                     if let Some(at) = out.get_mut(k) {
                         *at = e.slot;
                     }
+                    reach.check(e, marks, keep);
                     k += usize::from(keep);
                 }
             }
@@ -233,7 +240,7 @@ impl Ranked {
     /// Appends every entity of `run` the observer sees within `within`,
     /// with its distance.
     #[inline(always)]
-    pub(crate) fn rank(&mut self, reach: &Reach, run: &[Packed], marks: &ViewMarks) {
+    pub(crate) fn rank(&mut self, reach: &Reach, run: &[ScanRecord], marks: &ViewMarks) {
         let mut k = 0;
         // As in the scan, the common case gets its own loop: without
         // hysteresis the radius and the guess are one bound.
@@ -245,6 +252,7 @@ impl Ranked {
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
+                reach.check_ranked(e, marks, keep, u128::from(dist2) <= self.within);
                 k += usize::from(keep);
             }
         } else if reach.near {
@@ -257,17 +265,19 @@ impl Ranked {
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
+                reach.check_ranked(e, marks, keep, u128::from(dist2) <= self.within);
                 k += usize::from(keep);
             }
         } else {
             let out = &mut self.far[self.len..];
             for e in run {
-                let dist2 = dist2_raw(e.x, e.y, reach.x, reach.y);
+                let dist2 = rule::dist2(e.x, e.y, reach.x, reach.y);
                 let keep =
                     reach.sees_at(e.slot, || dist2, e.layers, marks) & (dist2 <= self.within);
                 if let Some(at) = out.get_mut(k) {
                     *at = (dist2, e.slot);
                 }
+                reach.check_ranked(e, marks, keep, dist2 <= self.within);
                 k += usize::from(keep);
             }
         }
@@ -407,7 +417,7 @@ impl Reach {
     /// A candidate's `dist²` when the observer is `near` (then 64 bits
     /// hold it).
     #[inline(always)]
-    fn near_dist2(&self, e: &Packed) -> u64 {
+    fn near_dist2(&self, e: &ScanRecord) -> u64 {
         let (dx, dy) = (e.x.wrapping_sub(self.x), e.y.wrapping_sub(self.y));
         (dx * dx) as u64 + (dy * dy) as u64
     }
@@ -415,7 +425,7 @@ impl Reach {
     /// A near candidate's `dist²`, and whether the rule without hysteresis
     /// keeps it within `bound`.
     #[inline(always)]
-    fn near_within(&self, e: &Packed, bound: u64) -> (u64, bool) {
+    fn near_within(&self, e: &ScanRecord, bound: u64) -> (u64, bool) {
         let dist2 = self.near_dist2(e);
         let keep = (e.layers & self.interest != 0) & (e.slot != self.slot) & (dist2 <= bound);
         (dist2, keep)
@@ -425,7 +435,7 @@ impl Reach {
     #[inline(always)]
     pub(crate) fn sees(&self, slot: u32, x: i64, y: i64, layers: u32, marks: &ViewMarks) -> bool {
         // Grid mode never needs the distance.
-        let dist2 = || dist2_raw(x, y, self.x, self.y);
+        let dist2 = || rule::dist2(x, y, self.x, self.y);
         self.sees_at(slot, dist2, layers, marks)
     }
 
@@ -438,31 +448,66 @@ impl Reach {
         layers: u32,
         marks: &ViewMarks,
     ) -> bool {
-        let mut keep = (layers & self.interest != 0) & (slot != self.slot);
+        let mut keep = rule::interested(self.interest, layers) & (slot != self.slot);
         if let Some((enter2, stay2)) = self.radius {
-            let (enters, stays) = radius_rule(dist2(), enter2, stay2);
-            keep &= enters | (stays && marks.was(slot));
+            // The view is asked only inside the band, as before the rule
+            // had a home: a load per candidate otherwise.
+            let zone = rule::radius_zone(dist2(), enter2, stay2);
+            keep &= zone == Zone::In || (zone == Zone::Band && marks.was(slot));
         }
         keep
     }
-}
 
-/// `crate::fixed_point::Pos::dist2_raw` on raw coordinates, without its
-/// 64-bit branch: in the loops that call this it measured slower.
-#[inline(always)]
-pub(crate) fn dist2_raw(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
-    let dx = u128::from(x.abs_diff(ox));
-    let dy = u128::from(y.abs_diff(oy));
-    (dx * dx).saturating_add(dy * dy)
-}
+    /// The rule's own answer ([`rule::sees`]) for a candidate of the
+    /// observer's ring, which every loop here is checked against in debug
+    /// builds. The ring itself is the source's part, so cells are not
+    /// compared here.
+    pub(crate) fn rule_sees(&self, e: &ScanRecord, marks: &ViewMarks) -> bool {
+        let (mode, (enter2, stay2)) = match self.radius {
+            Some(r) => (Visibility::Radius, r),
+            None => (Visibility::Grid, (0, 0)),
+        };
+        let eye = rule::Eye {
+            slot: self.slot,
+            interest: self.interest,
+            col_row: (0, 0),
+            x: self.x,
+            y: self.y,
+            enter2,
+            stay2,
+        };
+        let seen = rule::Seen {
+            slot: e.slot,
+            layers: e.layers,
+            col_row: (0, 0),
+            x: e.x,
+            y: e.y,
+        };
+        rule::sees(mode, &eye, &seen, marks.was(e.slot))
+    }
 
-/// The radius rule's two thresholds, shared by the scan and by pairing:
-/// whether a subject at `dist2` is visible whatever it was (within `r²`),
-/// and whether it stays visible if it was (hysteresis on, within
-/// `(r + hysteresis)²`).
-#[inline(always)]
-pub(crate) fn radius_rule(dist2: u128, enter2: u128, stay2: u128) -> (bool, bool) {
-    (dist2 <= enter2, (stay2 != enter2) & (dist2 <= stay2))
+    /// Debug builds: `keep` is the rule's answer for `e`, except that a
+    /// scan for `everyone` keeps the observer itself (the caller takes it
+    /// out) and tests no layers (every entity has one of interest).
+    #[inline(always)]
+    fn check(&self, e: &ScanRecord, marks: &ViewMarks, keep: bool) {
+        debug_assert!(
+            keep == self.rule_sees(e, marks) || (self.everyone && e.slot == self.slot),
+            "a scan loop disagrees with the rule for slot {}",
+            e.slot
+        );
+    }
+
+    /// Debug builds: a ranking keeps `e` exactly when the rule sees it and
+    /// it is within the ranking's bound.
+    #[inline(always)]
+    fn check_ranked(&self, e: &ScanRecord, marks: &ViewMarks, keep: bool, in_bound: bool) {
+        debug_assert!(
+            keep == (self.rule_sees(e, marks) && in_bound),
+            "a ranking loop disagrees with the rule for slot {}",
+            e.slot
+        );
+    }
 }
 
 #[cfg(test)]
@@ -471,7 +516,7 @@ mod tests {
     use crate::digest::mix64;
 
     /// The view a crowd culls to, as a sorted set of slots.
-    fn kept(reach: &Reach, run: &[Packed], max_view: usize, within: u128) -> Option<Vec<u32>> {
+    fn kept(reach: &Reach, run: &[ScanRecord], max_view: usize, within: u128) -> Option<Vec<u32>> {
         let n = run.len() as u32;
         let marks = ViewMarks::new(n);
         let mut ranked = Ranked::new(n);
@@ -498,13 +543,13 @@ mod tests {
         let mut guessed = 0;
         for case in 0..300 {
             // A small lattice, so that many candidates tie at the cut-off.
-            let run: Vec<Packed> = (0..1 + next(300) as u32)
-                .map(|slot| Packed {
+            let run: Vec<ScanRecord> = (0..1 + next(300) as u32)
+                .map(|slot| ScanRecord {
                     x: next(21) as i64 - 10,
                     y: next(21) as i64 - 10,
                     slot,
                     layers: 1,
-                    ..Packed::default()
+                    ..ScanRecord::default()
                 })
                 .collect();
             let max_view = 1 + next(64) as usize;

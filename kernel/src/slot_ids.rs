@@ -9,7 +9,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::command::EntityId;
-use crate::renumbering::Renumbering;
+use crate::permutation::Permutation;
 use crate::slot_bits::SlotBits;
 
 pub(crate) struct SlotIds {
@@ -118,7 +118,7 @@ impl SlotIds {
 
     /// Moves every id to its slot's new number; between ticks only, when
     /// no slot is churned.
-    pub(crate) fn renumber(&mut self, r: &mut Renumbering) {
+    pub(crate) fn renumber(&mut self, r: &mut Permutation) {
         debug_assert!(self.churn.is_empty());
         r.permute(&mut self.ids);
         self.in_order = true;

@@ -6,6 +6,7 @@
 
 use alloc::vec::Vec;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::command::EntityId;
@@ -18,7 +19,8 @@ use crate::world::{EntityState, World};
 pub const MAX_TICK: u64 = 1 << 62;
 
 /// The complete state of a [`World`] between two ticks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Snapshot {
     /// The world's configuration.
     pub config: Config,
@@ -31,7 +33,8 @@ pub struct Snapshot {
 }
 
 /// One entity in a [`Snapshot`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct EntitySnapshot {
     /// Its public state.
     pub state: EntityState,

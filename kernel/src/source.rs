@@ -1,17 +1,17 @@
-//! Where a view rebuild's candidates come from, as runs of [`Packed`]
+//! Where a view rebuild's candidates come from, as runs of [`ScanRecord`]
 //! records: the sorted copy on ticks that rebuild every observer (squares
 //! in radius mode where the world allows, else cells), the grid's cell
 //! lists otherwise.
 
+use crate::cell_sorted::CellSorted;
 use crate::grid::{CellRect, Grid};
-use crate::packed::CellSorted;
-use crate::scan::Packed;
+use crate::scan::ScanRecord;
 use crate::squares::PackedSquares;
 
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     Squares(&'a PackedSquares),
-    Cells(&'a CellSorted<Packed>),
+    Cells(&'a CellSorted<ScanRecord>),
     Lists(&'a Grid),
 }
 
@@ -27,7 +27,7 @@ impl Source<'_> {
         &self,
         ring: CellRect,
         (x, y, reach): (i64, i64, i64),
-        mut f: impl FnMut(&[Packed]),
+        mut f: impl FnMut(&[ScanRecord]),
     ) {
         match self {
             Source::Squares(squares) => squares.runs(x, y, reach).for_each(f),
@@ -37,11 +37,11 @@ impl Source<'_> {
                 }
             }
             Source::Lists(grid) => {
-                let mut chunk = [Packed::default(); CHUNK];
+                let mut chunk = [ScanRecord::default(); CHUNK];
                 for c in ring.cells() {
                     let mut n = 0;
                     for (slot, m) in grid.members(c) {
-                        chunk[n] = Packed::of(slot, m);
+                        chunk[n] = ScanRecord::of(slot, m);
                         n += 1;
                         if n == CHUNK {
                             f(&chunk);

@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 
 use crate::config::Config;
 use crate::grid::Grid;
-use crate::scan::Packed;
+use crate::scan::ScanRecord;
 use crate::world::UNBORN;
 
 /// Records sorted into the squares of a world, each placed by a position.
@@ -241,7 +241,7 @@ impl<T: Copy + Default> Squares<T> {
 }
 
 /// The copy of every entity that radius-mode rebuilds scan.
-pub(crate) type PackedSquares = Squares<Packed>;
+pub(crate) type PackedSquares = Squares<ScanRecord>;
 
 impl PackedSquares {
     /// Sorts every live entity into its square; `born[slot]` is
@@ -261,7 +261,7 @@ impl PackedSquares {
             live.filter(|(_, (_, &b))| b != UNBORN)
                 .map(|(slot, (m, &b))| {
                     // slot < max_entities ≤ 2^22.
-                    let mut record = Packed::of(slot as u32, m);
+                    let mut record = ScanRecord::of(slot as u32, m);
                     if let Some(steps) = &steps {
                         let (px, py) = steps.before.get(slot).copied().unwrap_or_default();
                         let step = |now: i64, was: i64| step_within(now, was, steps.within);

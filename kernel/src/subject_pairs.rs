@@ -14,6 +14,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::config::MAX_ENTITIES;
+use crate::event::EventKind;
 
 /// What a pair means for the observer. The discriminants order a view's
 /// events as the contract does (Leave < Enter < Update).
@@ -34,6 +35,13 @@ pub(crate) enum PairKind {
     /// the subject was and is kept (see `margin.rs`).
     Culled = 6,
 }
+
+// The first three sort as the contract's kinds do (`event.rs`).
+const _: () = assert!(
+    PairKind::Leave as u8 + 1 == EventKind::Leave as u8
+        && PairKind::Enter as u8 + 1 == EventKind::Enter as u8
+        && PairKind::Update as u8 + 1 == EventKind::Update as u8
+);
 
 impl PairKind {
     const ALL: [PairKind; 7] = [

@@ -1,11 +1,13 @@
 //! The update throttle: when a subject's new state is worth sending.
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
 
 /// The part of an entity's state that moves: what Updates carry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Motion {
     /// Position.
     pub pos: Pos,
@@ -16,7 +18,8 @@ pub struct Motion {
 }
 
 /// The last state sent for a subject and the tick it was sent at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Sent {
     /// The state sent (`L`).
     pub motion: Motion,

@@ -17,7 +17,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::renumbering::Renumbering;
+use crate::permutation::Permutation;
 
 pub(crate) struct Views {
     max_view: u32,
@@ -224,7 +224,7 @@ impl Views {
 
     /// Gives every entry of every view its slot's new number. Ids do not
     /// change, so each view stays in id order.
-    pub(crate) fn renumber_entries(&mut self, r: &Renumbering) {
+    pub(crate) fn renumber_entries(&mut self, r: &Permutation) {
         for (&start, &len) in self.start.iter().zip(&self.len) {
             // An empty view's start may name the other half: skip it.
             if len > 0 {
@@ -238,7 +238,7 @@ impl Views {
 
     /// Moves every view to its new number; the `live` views must be
     /// numbered `0..live`. Outside a pass only.
-    pub(crate) fn renumber_views(&mut self, r: &mut Renumbering, live: u32) {
+    pub(crate) fn renumber_views(&mut self, r: &mut Permutation, live: u32) {
         r.permute(&mut self.start);
         r.permute(&mut self.len);
         r.permute(&mut self.cap);

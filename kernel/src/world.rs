@@ -3,23 +3,30 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::cell_locator::CellLocator;
+use crate::cell_sorted::CellSorted;
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
+use crate::coverage::{Path, PathCounts};
 use crate::digest::{
-    chain_full_lanes, chain_lanes, DigestSums, ObserverPairs, WordHasher, Words, DOMAIN_CONFIG,
-    DOMAIN_ENTITY,
+    self, chain_full_lanes, chain_lanes, config_hash, DigestSums, PairHasher, WordHasher, Words,
+    DOMAIN_ENTITY, HEAD_WORDS, MOTION_WORDS,
 };
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
 use crate::margin::{Key, Margins, SIDE};
-use crate::packed::CellSorted;
-use crate::renumbering::Renumbering;
-use crate::scan::{Candidates, Packed, Ranked, Reach};
+use crate::permutation::Permutation;
+use crate::plan::{
+    self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, TickPlan,
+    Updates, ViewWrite,
+};
+use crate::rule::{self, Zone};
+use crate::scan::{Candidates, Ranked, Reach, ScanRecord};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::source::Source;
@@ -31,13 +38,16 @@ use crate::view_marks::ViewMarks;
 
 mod culled;
 mod incremental;
+mod query;
 mod renumber;
 mod sweep;
 use incremental::{Subject, Watcher};
+pub use query::BufferTooSmall;
 use sweep::Sweep;
 
 /// The public state of one entity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct EntityState {
     /// Host-chosen id.
     pub id: EntityId,
@@ -177,55 +187,30 @@ impl Entity {
         }
     }
 
-    /// The entity's term in the digest (see the crate docs, "Digest"),
-    /// with its hash chain over [`Entity::head_words`].
+    /// The entity's term in the digest, with its hash chain over its
+    /// head words (see `digest.rs`).
     fn digest_term(&self, sight: &Sight) -> (u64, WordHasher) {
-        let mut head = [WordHasher::new(DOMAIN_ENTITY)];
-        chain_lanes(&mut head, &[self.head_words(sight)]);
-        let mut term = head;
-        chain_full_lanes(&mut term, &[self.motion_words()]);
-        (term[0].finish(), head[0])
+        digest::entity_term(&self.head_words(sight), &self.motion_words())
     }
 
     /// The words of the digest term that change only at spawn or when an
-    /// update is sent: at most [`HEAD_WORDS`].
+    /// update is sent.
     fn head_words(&self, sight: &Sight) -> Words<HEAD_WORDS> {
-        let mut h = Words::new();
-        h.word(self.id)
-            .word(u64::from(self.is_observer()))
-            .word(sight.radius.to_bits() as u64)
-            .word(u64::from(self.layers))
-            .word(u64::from(sight.interest));
-        match &self.sent {
-            None => h.word(0),
-            Some(s) => h
-                .word(1)
-                .word(s.motion.pos.x.to_bits() as u64)
-                .word(s.motion.pos.y.to_bits() as u64)
-                .word(u64::from(s.motion.dir))
-                .word(s.motion.speed.to_bits() as u64)
-                .word(s.tick),
-        };
-        h
+        digest::entity_head_words(
+            self.id,
+            self.is_observer(),
+            sight.radius,
+            self.layers,
+            sight.interest,
+            self.sent.as_ref(),
+        )
     }
 
-    /// The words of the digest term that follow its head: the motion,
-    /// [`MOTION_WORDS`] of them.
+    /// The words of the digest term that follow its head: the motion.
     fn motion_words(&self) -> [u64; MOTION_WORDS] {
-        [
-            self.cur.pos.x.to_bits() as u64,
-            self.cur.pos.y.to_bits() as u64,
-            u64::from(self.cur.dir),
-            self.cur.speed.to_bits() as u64,
-        ]
+        digest::entity_motion_words(&self.cur)
     }
 }
-
-/// The most words an entity's digest head has: five of the entity, the
-/// sent flag, and five of what was sent.
-const HEAD_WORDS: usize = 11;
-/// The words of an entity's motion in its digest term.
-const MOTION_WORDS: usize = 4;
 
 /// How a touched subject may change views this tick.
 #[derive(Clone, Copy)]
@@ -239,13 +224,6 @@ struct ViewChange {
     /// Its update is due.
     due: bool,
 }
-
-/// What pairing a subject with one observer around it costs, in rebuilds
-/// of one visible pair (see [`World::paired_by_cells`]). Measured: at 8,
-/// uniform-10k grid pairs (its subjects reach a tenth of the visible
-/// pairs' worth of observers) and teleport-10k grid rebuilds (a fifth),
-/// each the faster choice there; at 4, teleport-10k paired and lost 15%.
-const PAIRING_COST: u64 = 8;
 
 /// Room in [`SubjectPairs`] per entity: enough for a tick in which a few
 /// percent of a crowded world move, each pair one event.
@@ -262,6 +240,24 @@ const PAIRS_PER_ENTITY: u32 = 16;
 /// around it is rebuilt instead.
 fn spare_slots(max_entities: u32) -> u32 {
     (max_entities / 8).min(MAX_ENTITIES.saturating_sub(max_entities))
+}
+
+/// The path that refreshes one observer's view in a tick, chosen by
+/// [`World::observer_path`] from the plan and the observer's marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObserverPath {
+    /// Not affected: the view stays as it is.
+    Keep,
+    /// Not affected, but walked for its due subjects ([`Updates::Walked`]).
+    KeepAndWalk,
+    /// Edited by its pairs (`world/incremental.rs`).
+    Edit,
+    /// A culled view edited through its margin (`world/culled.rs`).
+    EditCulled,
+    /// Edited by the changes the sweep found (`world/sweep.rs`).
+    Swept,
+    /// Rebuilt from the candidates around it.
+    Rebuild,
 }
 
 /// A subject despawned this tick, as pairing needs it.
@@ -332,8 +328,8 @@ pub struct World {
     /// Room to merge `by_id`'s appended tail into its sorted head: its live
     /// entries, at most `max_observers`.
     by_id_tail: Vec<(EntityId, u32)>,
-    slot_numbering: Renumbering,
-    view_numbering: Renumbering,
+    slot_numbering: Permutation,
+    view_numbering: Permutation,
 
     /// Entities whose state differs from what was last sent (`s ≠ L`).
     pending: Vec<u32>,
@@ -346,8 +342,11 @@ pub struct World {
     /// Subjects despawned this tick that were visible somewhere.
     gone: Vec<Gone>,
     affected: Vec<(EntityId, u32)>,
-    /// How many affected observers are rebuilt this tick.
-    rebuilds: u32,
+    /// How many affected observers pairing marked for a rebuild this tick.
+    marked: u32,
+    /// This tick's plan (`plan.rs`), made in two steps; the last tick's
+    /// between ticks.
+    plan: TickPlan,
     /// The observers around the subject being paired.
     around: Vec<u32>,
     /// The events changed subjects make for observers that are not rebuilt.
@@ -357,12 +356,12 @@ pub struct World {
     /// Per slot: what pairing needs of an observer (stale for others).
     watchers: Vec<Watcher>,
     /// The same records by cell with their slots, valid this tick while
-    /// `use_observer_copy` (grid mode, or radius mode without squares).
+    /// the plan pairs from [`PairSource::CellCopy`] (grid mode, or radius
+    /// mode without squares).
     observer_cells: CellSorted<(u32, Watcher)>,
     /// The same records by square, in radius mode where the world allows
     /// (then there is no copy by cells).
     observer_squares: Option<Squares<(u32, Watcher)>>,
-    use_observer_copy: bool,
     candidates: Candidates,
     /// Crowd culling: visible candidates with their `dist²`, and those at
     /// the cut-off distance with their ids.
@@ -377,26 +376,17 @@ pub struct World {
     /// still enough for one to pay (see `margin.rs`). Like the guesses, no
     /// part of the state.
     margins: Margins,
-    /// Whether rebuilt crowds keep a margin: in calm ticks only, since
-    /// where everything moves every view is rebuilt anyway.
-    keep_margins: bool,
     /// A rebuilt crowd's candidates around its cut-off, in key order.
     margin_keys: Vec<(Key, u32)>,
-    /// Valid for the current tick when every observer is being rebuilt:
-    /// by squares in radius mode where the world allows, else by cells.
-    packed: CellSorted<Packed>,
+    /// Sorted copies of the world, valid for the current tick as the
+    /// plan's [`RebuildSource`] says: by squares in radius mode where the
+    /// world allows, else by cells (and then, in grid mode with a full
+    /// view, by squares too: [`TickPlan::crowd_squares`]).
+    packed: CellSorted<ScanRecord>,
     squares: Option<PackedSquares>,
-    use_packed: bool,
-    /// Grid mode: the squares are valid this tick too, for crowds to rank
-    /// from (a crowd's cut-off is well inside its ring of cells).
-    grid_squares: bool,
     /// Whether any subject already visible somewhere may be due an update
     /// this tick (one spawned this tick is due, but enters instead).
     any_due: bool,
-    /// Grid mode: subjects only due an update are not paired this tick;
-    /// every view is walked for its due subjects instead (see
-    /// [`World::paired_by_cells`]).
-    walk_updates: bool,
     /// A rebuilding observer's entered subjects (slots), sorted by id.
     entered: Candidates,
     stamps: Stamps,
@@ -432,6 +422,9 @@ pub struct World {
     /// Spawns narrow it; despawns leave it as it is until slots are next
     /// renumbered, which only makes it claim less than it could.
     common_layers: u32,
+    /// How often each path was taken (`coverage.rs`); no part of the state.
+    #[cfg(any(debug_assertions, feature = "path-coverage"))]
+    paths: PathCounts,
 }
 
 /// An entity's current motion and its layers: a compact copy of what its
@@ -463,7 +456,8 @@ impl World {
         // than four cells per observer keep no copy. Radius mode copies them
         // into squares where the world allows (a subject's disc covers less
         // of those than of cells), else into cells.
-        let copy_observers = u64::from(cells) <= 4 * u64::from(config.max_observers);
+        let copy_observers = u64::from(cells)
+            <= plan::OBSERVER_COPY_MAX_CELLS_PER_OBSERVER * u64::from(config.max_observers);
         let observer_squares = match config.visibility {
             Visibility::Radius if copy_observers => Squares::new(&config, config.max_observers),
             _ => None,
@@ -505,21 +499,21 @@ impl World {
             by_id_clean: true,
             by_id_sorted: 0,
             by_id_tail: Vec::with_capacity(config.max_observers as usize),
-            slot_numbering: Renumbering::new(slots),
-            view_numbering: Renumbering::new(config.max_observers),
+            slot_numbering: Permutation::new(slots),
+            view_numbering: Permutation::new(config.max_observers),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
             changes: Vec::with_capacity(n),
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
-            rebuilds: 0,
+            marked: 0,
+            plan: TickPlan::IDLE,
             around: Vec::with_capacity(config.max_observers as usize),
             pairs: SubjectPairs::new(slots, PAIRS_PER_ENTITY),
             group: Vec::with_capacity(n),
             watchers: vec![Watcher::default(); n],
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
             observer_squares,
-            use_observer_copy: false,
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities),
             cutoffs: vec![u128::MAX; config.max_observers as usize],
@@ -528,15 +522,11 @@ impl World {
                 true => Margins::new(config.max_observers, config.max_entities),
                 false => Margins::new(0, 0),
             },
-            keep_margins: false,
             margin_keys: Vec::with_capacity(2 * SIDE),
             ties: Vec::with_capacity(n),
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
-            use_packed: false,
-            grid_squares: false,
             any_due: false,
-            walk_updates: false,
             entered: Candidates::new(config.max_view.min(config.max_entities)),
             stamps: Stamps {
                 touched: vec![0; n],
@@ -554,6 +544,8 @@ impl World {
             marks: ViewMarks::new(slots),
             shown: vec![Shown::default(); n],
             common_layers: u32::MAX,
+            #[cfg(any(debug_assertions, feature = "path-coverage"))]
+            paths: PathCounts::default(),
         };
         world.digest = world.compute_digest();
         Ok(world)
@@ -621,12 +613,20 @@ impl World {
     /// Never allocates and never panics; a command that cannot apply becomes
     /// an [`Event::Rejected`] and the rest of the tick still applies.
     pub fn step<S: EventSink>(&mut self, commands: &[Command], sink: &mut S) -> TickReport {
+        // Debug builds check every event against the one comparator.
+        #[cfg(debug_assertions)]
+        let sink = &mut crate::event::InOrder::new(sink);
+        self.run_tick(commands, sink)
+    }
+
+    /// [`World::step`]'s body.
+    fn run_tick<S: EventSink>(&mut self, commands: &[Command], sink: &mut S) -> TickReport {
         let t = self.tick + 1;
         let mut events = 0u64;
         self.touched.clear();
         self.gone.clear();
         self.affected.clear();
-        self.rebuilds = 0;
+        self.marked = 0;
         self.pairs.clear();
         self.any_due = false;
 
@@ -650,114 +650,113 @@ impl World {
         }
         self.pending.clear();
 
-        let paired_by_cells = self.paired_by_cells(t);
-        let cells_only = paired_by_cells.is_some();
-        let changes = paired_by_cells.unwrap_or(self.touched.len());
-        // When most of the world changed, finding the affected observers
-        // costs more than rebuilding every view: take them all. Pairing by
-        // cells has weighed its subjects already, not the despawned.
-        let unweighed = if cells_only { 0 } else { changes };
-        let mark_all = unweighed + self.gone.len() >= self.observers as usize;
-        // The copy costs about as much as pairing a hundredth as many
-        // subjects through the cell lists.
-        let cells = self.config.width_cells * self.config.height_cells;
-        self.use_observer_copy = !mark_all
-            && (self.observer_cells.available() || self.observer_squares.is_some())
-            && changes as u64 * 100 >= u64::from(self.observers) + u64::from(cells);
-        if self.use_observer_copy {
-            let (grid, watchers) = (&self.grid, &self.watchers);
-            let of_cell = |c| {
-                grid.observers(c)
-                    .filter_map(|o| Some((o, *watchers.get(o as usize)?)))
-            };
-            match &mut self.observer_squares {
-                Some(squares) => {
-                    // Squares sort by position anyway: read the records in
-                    // slot order, one stream, not cell by cell.
-                    let all = self.observer_slots.ones().filter_map(|o| {
-                        let w = *watchers.get(o as usize)?;
-                        let (x, y) = w.at();
-                        Some((x, y, (o, w)))
-                    });
-                    squares.rebuild(all);
-                }
-                None => self.observer_cells.rebuild(of_cell),
-            }
+        // Step 1 of the plan (`plan.rs`): how the changes reach the views.
+        let border = self.paired_by_cells(t);
+        let copy = match (&self.observer_squares, self.observer_cells.available()) {
+            (Some(_), _) => Some(PairSource::SquareCopy),
+            (None, true) => Some(PairSource::CellCopy),
+            (None, false) => None,
+        };
+        let (pairing, pair_source) = plan::plan_pairing(PairingCounts {
+            changes: border.map_or(self.touched.len(), |(n, _)| n) as u64,
+            border_crossers: border.is_some(),
+            gone: self.gone.len() as u64,
+            observers: u64::from(self.observers),
+            cells: u64::from(self.config.width_cells) * u64::from(self.config.height_cells),
+            copy,
+        });
+        self.plan = TickPlan {
+            pairing,
+            pair_source,
+            updates: border.map_or(Updates::Paired, |(_, u)| u),
+            ..TickPlan::IDLE
+        };
+        self.hit(match pairing {
+            Pairing::RebuildAll => Path::PairingRebuildAll,
+            Pairing::Changed => Path::PairingChanged,
+            Pairing::BorderCrossers => Path::PairingBorderCrossers,
+        });
+        if self.plan.updates == Updates::Walked {
+            self.hit(Path::UpdatesWalked);
         }
-        if !mark_all {
+        self.copy_observers();
+        let mark = pairing != Pairing::RebuildAll;
+        if mark {
             for k in 0..self.gone.len() {
                 self.pair_gone(self.gone[k], t);
             }
         }
         for k in 0..self.touched.len() {
             let slot = self.touched[k];
-            let change = match cells_only {
+            let change = match border.is_some() {
                 true => self.changes[k],
                 false => self.view_change(slot, t, false),
             };
-            self.evaluate_subject(slot, change, t, !mark_all);
+            self.evaluate_subject(slot, change, t, mark);
         }
-        // Observers not rebuilt apply their subjects' pairs; when those did
-        // not all fit, every affected observer is rebuilt instead.
-        let update_some = !mark_all && !self.pairs.overflowed();
-        self.keep_margins = !mark_all;
-        if update_some {
-            self.pairs.group();
-        } else {
-            self.rebuilds = self.affected.len() as u32;
+
+        // Step 2: how the affected observers get their views.
+        let (refresh, rebuild_source, view_write, rebuilds) = plan::plan_refresh(
+            pairing,
+            RefreshCounts {
+                overflowed: self.pairs.overflowed(),
+                marked: u64::from(self.marked),
+                affected: self.affected.len() as u64,
+                edits: u64::from(self.pairs.edits()),
+                observers: u64::from(self.observers),
+                entities: u64::from(self.count),
+                radius_squares: self.squares.is_some()
+                    && self.config.visibility == Visibility::Radius,
+            },
+        );
+        self.plan.refresh = refresh;
+        self.plan.rebuild_source = rebuild_source;
+        self.plan.view_write = view_write;
+        self.plan.rebuilds = u32::try_from(rebuilds).unwrap_or(u32::MAX);
+        match refresh {
+            Refresh::Edit => self.pairs.group(),
+            Refresh::RebuildAffected => self.hit(Path::PairsOverflowed),
+            Refresh::RebuildAll => {}
         }
-        // When a large share of the observers is rebuilt anyway, rebuild
-        // them from the sorted copy and stream every view into fresh
-        // storage (copying the unaffected ones as they are): one copy of
-        // the world costs less than that many walks of the cell lists.
-        let full = mark_all || self.rebuilds as usize * 16 >= self.count as usize;
-        // The sorted copy costs about as much as a hundred rebuilds from
-        // the cell lists: worth it from ~1.5% of the entities on.
-        self.use_packed = full || self.rebuilds * 64 >= self.count;
-        let radius = self.config.visibility == Visibility::Radius;
-        self.grid_squares = false;
-        if self.use_packed {
-            match (&mut self.squares, radius) {
-                (Some(_), true) => self.sort_and_sweep(mark_all, t),
-                (squares, _) => {
-                    let grid = &self.grid;
-                    self.packed
-                        .rebuild(|c| grid.members(c).map(|(slot, m)| Packed::of(slot, m)));
-                    if let Some(squares) = squares.as_mut().filter(|_| self.views.any_full()) {
-                        squares.sort_entities(grid, &self.born, None);
-                        self.grid_squares = true;
-                    }
+        if view_write == ViewWrite::Stream {
+            self.hit(Path::ViewsStreamed);
+        }
+        match rebuild_source {
+            RebuildSource::Lists => {}
+            RebuildSource::Squares => {
+                self.hit(Path::RebuildFromSquares);
+                self.sort_and_sweep(refresh == Refresh::RebuildAll, t);
+            }
+            RebuildSource::SortedCells => {
+                self.hit(Path::RebuildFromSortedCells);
+                let grid = &self.grid;
+                self.packed
+                    .rebuild(|c| grid.members(c).map(|(slot, m)| ScanRecord::of(slot, m)));
+                // Grid mode: crowds rank from squares (a crowd's cut-off
+                // is well inside its ring of cells).
+                if let Some(squares) = self.squares.as_mut().filter(|_| self.views.any_full()) {
+                    squares.sort_entities(grid, &self.born, None);
+                    self.plan.crowd_squares = true;
+                    self.hit(Path::CrowdSquares);
                 }
             }
         }
-        // Where views are edited several times over on average, nearly
-        // every view is rewritten anyway: stream them all into the other
-        // half rather than rewrite each in place (which copies it twice and
-        // moves those that grew).
-        let pass = full || (update_some && self.pairs.edits() >= 4 * self.observers);
-        if pass || self.walk_updates {
+        let walk = self.plan.updates == Updates::Walked;
+        if view_write == ViewWrite::Stream || walk {
             self.sort_observers();
-            if pass {
+            if view_write == ViewWrite::Stream {
                 self.views.begin_pass();
             }
             for k in 0..self.by_id.len() {
                 let slot = self.by_id[k].1;
-                if mark_all || self.stamps.affected[slot as usize] == t {
-                    events += self.refresh_view(slot, update_some, t, sink);
-                } else {
-                    let view = self.entities[slot as usize].view;
-                    self.views.keep(view);
-                    if self.walk_updates {
-                        events += self.send_updates(slot, core::iter::empty(), sink);
-                    }
-                }
+                events += self.refresh_view(slot, t, sink);
             }
             self.views.end_pass();
         } else {
             self.affected.sort_unstable();
             for k in 0..self.affected.len() {
                 let slot = self.affected[k].1;
-                events += self.refresh_view(slot, update_some, t, sink);
+                events += self.refresh_view(slot, t, sink);
             }
         }
 
@@ -784,21 +783,67 @@ impl World {
         }
     }
 
+    /// Copies every observer's pairing record by cells or squares, where
+    /// the plan pairs from a copy.
+    fn copy_observers(&mut self) {
+        let (grid, watchers) = (&self.grid, &self.watchers);
+        match (self.plan.pair_source, &mut self.observer_squares) {
+            (PairSource::SquareCopy, Some(squares)) => {
+                // Squares sort by position anyway: read the records in
+                // slot order, one stream, not cell by cell.
+                let all = self.observer_slots.ones().filter_map(|o| {
+                    let w = *watchers.get(o as usize)?;
+                    let (x, y) = w.at();
+                    Some((x, y, (o, w)))
+                });
+                squares.rebuild(all);
+            }
+            (PairSource::CellCopy, _) => self.observer_cells.rebuild(|c| {
+                grid.observers(c)
+                    .filter_map(|o| Some((o, *watchers.get(o as usize)?)))
+            }),
+            _ => {}
+        }
+    }
+
+    /// How often this world took each path of the tick (see
+    /// [`crate::coverage`]), counted since it was built or restored; `None`
+    /// where counting is compiled away (release builds without the
+    /// `path-coverage` feature).
+    pub fn path_counts(&self) -> Option<&PathCounts> {
+        #[cfg(any(debug_assertions, feature = "path-coverage"))]
+        return Some(&self.paths);
+        #[cfg(not(any(debug_assertions, feature = "path-coverage")))]
+        None
+    }
+
+    /// Counts a path taken; compiled away with the counts.
+    #[inline(always)]
+    pub(crate) fn hit(&mut self, _path: Path) {
+        #[cfg(any(debug_assertions, feature = "path-coverage"))]
+        self.paths.hit(_path);
+    }
+
+    /// The plan of the last tick: which paths it took (see `plan.rs`).
+    /// Before the first tick, [`TickPlan::IDLE`].
+    pub fn last_plan(&self) -> &TickPlan {
+        &self.plan
+    }
+
     /// In grid mode, while no view is full (so none is culled by
     /// distance), a move inside its cell changes no view: only subjects
     /// that are new, crossed a cell border or are due need pairing. Their
-    /// number, unless this is not grid mode, some view is full, or pairing
-    /// them would cost more than rebuilding every view (`None`). With
-    /// `Some`, `changes` holds every touched subject's change.
+    /// number and how due subjects reach their views, unless this is not
+    /// grid mode, some view is full, or pairing them would cost more than
+    /// rebuilding every view (`None`). With `Some`, `changes` holds every
+    /// touched subject's change.
     ///
     /// A subject due an update that stayed in its cell gets one in exactly
     /// the views that hold it. When pairing such subjects would cost more
-    /// than a walk over every view, [`World::walk_updates`] is set: they
-    /// are not paired (nor counted), and every view is walked for its due
-    /// subjects instead.
-    fn paired_by_cells(&mut self, t: u64) -> Option<usize> {
+    /// than a walk over every view, they are not paired (nor counted):
+    /// [`Updates::Walked`].
+    fn paired_by_cells(&mut self, t: u64) -> Option<(usize, Updates)> {
         self.changes.clear();
-        self.walk_updates = false;
         if self.config.visibility != Visibility::Grid || self.views.any_full() {
             return None;
         }
@@ -816,7 +861,7 @@ impl World {
                     // and new cell, here the same one), and only until the
                     // sum decides for a walk.
                     due_only += 1;
-                    if due_reach * PAIRING_COST < budget {
+                    if plan::pairing_affordable(due_reach, budget) {
                         let around = self.grid.ring(e.cell, self.max_ring);
                         due_reach += 2 * self.grid.observers_counted(around);
                     }
@@ -832,21 +877,17 @@ impl World {
                     let around = self.grid.ring(cell, self.max_ring);
                     reach += self.grid.observers_counted(around);
                 }
-                if reach * PAIRING_COST >= budget {
+                if !plan::pairing_affordable(reach, budget) {
                     return None;
                 }
             }
             self.changes.push(change);
         }
         // A walk reads every view once: about a pass over the visible pairs.
-        self.walk_updates = !self.margins.any() && due_reach * PAIRING_COST >= budget;
-        if !self.walk_updates && (reach + due_reach) * PAIRING_COST >= budget {
-            return None;
-        }
-        Some(if self.walk_updates {
-            paired
-        } else {
-            paired + due_only
+        let updates = plan::plan_border_pairing(reach, due_reach, budget, self.margins.any())?;
+        Some(match updates {
+            Updates::Walked => (paired, updates),
+            Updates::Paired => (paired + due_only, updates),
         })
     }
 
@@ -1071,7 +1112,7 @@ impl World {
         self.index.remove(id);
         if e.is_observer() {
             // A despawned observer gets no further events: drop its view silently.
-            let pairs = ObserverPairs::new(e.id);
+            let pairs = PairHasher::new(e.id);
             for k in 0..self.views.slots(e.view).len() {
                 let subject = self.ids.old(self.views.slots(e.view)[k]);
                 self.sums.remove_pair(&pairs, subject);
@@ -1133,12 +1174,69 @@ impl World {
         }
     }
 
-    /// Rebuilds an affected observer's view, or updates it from its pairs.
-    fn refresh_view<S: EventSink>(&mut self, slot: u32, update: bool, t: u64, sink: &mut S) -> u64 {
-        if update && self.stamps.rebuild[slot as usize] != t {
-            self.update_view(slot, sink)
-        } else {
-            self.rebuild_view(slot, sink)
+    /// Which path refreshes the view of the observer at `slot` this tick.
+    #[inline]
+    fn observer_path(&self, slot: u32, t: u64) -> ObserverPath {
+        let affected =
+            self.plan.refresh == Refresh::RebuildAll || self.stamps.affected[slot as usize] == t;
+        if !affected {
+            return match self.plan.updates {
+                Updates::Walked => ObserverPath::KeepAndWalk,
+                Updates::Paired => ObserverPath::Keep,
+            };
+        }
+        if self.plan.refresh == Refresh::Edit && self.stamps.rebuild[slot as usize] != t {
+            let view = self.entities[slot as usize].view;
+            return match self.margins.any() && self.margins.bounds(view).is_some() {
+                true => ObserverPath::EditCulled,
+                false => ObserverPath::Edit,
+            };
+        }
+        match self.swept(slot) {
+            true => ObserverPath::Swept,
+            false => ObserverPath::Rebuild,
+        }
+    }
+
+    /// Refreshes the view of the observer at `slot` by its path this tick
+    /// ([`World::observer_path`]). Returns the event count.
+    fn refresh_view<S: EventSink>(&mut self, slot: u32, t: u64, sink: &mut S) -> u64 {
+        match self.observer_path(slot, t) {
+            ObserverPath::Keep => {
+                self.views.keep(self.entities[slot as usize].view);
+                0
+            }
+            ObserverPath::KeepAndWalk => {
+                self.hit(Path::ObserverWalked);
+                self.views.keep(self.entities[slot as usize].view);
+                self.send_updates(slot, core::iter::empty(), sink)
+            }
+            ObserverPath::Edit => {
+                self.hit(Path::ObserverEdited);
+                self.update_view(slot, sink)
+            }
+            ObserverPath::EditCulled => {
+                self.hit(Path::ObserverEditedCulled);
+                self.update_culled_view(slot, sink)
+            }
+            // A view the sweep would have to cull is rebuilt after all.
+            ObserverPath::Swept => match self.apply_swept(slot, sink) {
+                Some(events) => {
+                    self.hit(Path::ObserverSwept);
+                    events
+                }
+                None => {
+                    self.hit(Path::SweptButRebuilt);
+                    self.rebuild_view(slot, sink)
+                }
+            },
+            ObserverPath::Rebuild => {
+                self.hit(match self.plan.rebuild_source {
+                    RebuildSource::Lists => Path::ObserverRebuiltFromLists,
+                    _ => Path::ObserverRebuiltFromCopy,
+                });
+                self.rebuild_view(slot, sink)
+            }
         }
     }
 
@@ -1161,7 +1259,7 @@ impl World {
             self.any_due |= !change.fresh;
         }
         // While views are walked for updates, only relocation needs pairing.
-        let paired_due = change.due && !self.walk_updates;
+        let paired_due = change.due && self.plan.updates == Updates::Paired;
         if mark && (change.relocated || paired_due) {
             let e = &self.entities[slot as usize];
             let before = match change.fresh {
@@ -1213,9 +1311,11 @@ impl World {
     fn pair_gone(&mut self, gone: Gone, t: u64) {
         let before = self.place(gone.cell, gone.pos);
         if self.taken_over(&gone) {
+            self.hit(Path::GoneTakenOver);
             self.rebuild_observers_around(before.cell, t);
             return;
         }
+        self.hit(Path::GonePaired);
         let subject = Subject {
             slot: gone.slot,
             id: gone.id,
@@ -1261,7 +1361,7 @@ impl World {
         self.mark_affected(slot, t);
         if self.stamps.rebuild[slot as usize] != t {
             self.stamps.rebuild[slot as usize] = t;
-            self.rebuilds += 1;
+            self.marked += 1;
         }
     }
 
@@ -1269,14 +1369,8 @@ impl World {
     /// difference as Leave, Enter and Update events. Returns the event count.
     ///
     /// The old and new views are marked per slot while the view is rebuilt,
-    /// and every mark set here is cleared again before returning. Where
-    /// this tick's sweep holds the view's changes, they are applied
-    /// instead (see `sweep.rs`): checked here rather than in
-    /// `refresh_view`, where it measured 2% slower at uniform-10k radius.
+    /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
-        if let Some(events) = self.apply_swept(slot, sink) {
-            return events;
-        }
         // What the rebuild needs of the observer, not a copy of its record.
         let (o, sight) = (&self.entities[slot as usize], &self.sights[slot as usize]);
         let (observer, view, cell, ring) = (o.id, o.view, o.cell, sight.ring);
@@ -1323,10 +1417,10 @@ impl World {
 
         self.candidates.clear();
         let ring = self.grid.ring(cell, ring);
-        let source = match (&self.squares, self.use_packed, self.config.visibility) {
-            (Some(squares), true, Visibility::Radius) => Source::Squares(squares),
-            (_, true, _) => Source::Cells(&self.packed),
-            (_, false, _) => Source::Lists(&self.grid),
+        let source = match (&self.squares, self.plan.rebuild_source) {
+            (Some(squares), RebuildSource::Squares) => Source::Squares(squares),
+            (_, RebuildSource::Lists) => Source::Lists(&self.grid),
+            _ => Source::Cells(&self.packed),
         };
         let around = (reach.x, reach.y, stay);
         let max_view = self.config.max_view as usize;
@@ -1350,7 +1444,14 @@ impl World {
             } else {
                 u128::MAX
             };
+            // Counted on the field: `source` borrows the world.
+            #[cfg(any(debug_assertions, feature = "path-coverage"))]
+            self.paths.hit(Path::CrowdRanked);
             for within in [guess, u128::MAX] {
+                #[cfg(any(debug_assertions, feature = "path-coverage"))]
+                if within != guess {
+                    self.paths.hit(Path::CrowdGuessMissed);
+                }
                 self.ranked.clear(within);
                 let (ring, around, by_squares) = self.within_guess(ring, around, within);
                 let source = match (&self.squares, by_squares) {
@@ -1391,7 +1492,7 @@ impl World {
         // with `entered` (just sorted); any other gets its Leave. Kept
         // subjects due an update get theirs after the Enters.
         let mut leaves = 0;
-        let pairs = ObserverPairs::new(observer);
+        let pairs = PairHasher::new(observer);
         let (mut marks, sums) = (self.marks.slice(), &mut self.sums);
         let entered = self.entered.as_slice();
         let ids = &self.ids;
@@ -1464,7 +1565,7 @@ impl World {
             // Radius mode never visits beyond the stay distance anyway.
             Visibility::Radius => (by.min(stay), false),
             // Everything closer than a cell to the observer is in its ring.
-            Visibility::Grid => (by, self.grid_squares && by < c.cell_size.to_bits()),
+            Visibility::Grid => (by, self.plan.crowd_squares && by < c.cell_size.to_bits()),
         };
         let ring = ring.clip(
             axis_span(x, by, c.origin.x, c.cell_size, c.width_cells),
@@ -1586,7 +1687,7 @@ fn merge_back<T: Ord + Copy>(items: &mut [T], head: usize, tail: &[T]) {
 fn send_leave<S: EventSink>(
     sink: &mut S,
     sums: &mut DigestSums,
-    pairs: &ObserverPairs,
+    pairs: &PairHasher,
     subject: EntityId,
 ) {
     sums.remove_pair(pairs, subject);
@@ -1601,7 +1702,7 @@ fn send_leave<S: EventSink>(
 fn send_enter<S: EventSink>(
     sink: &mut S,
     sums: &mut DigestSums,
-    pairs: &ObserverPairs,
+    pairs: &PairHasher,
     subject: EntityId,
     shown: &Shown,
 ) {
@@ -1672,20 +1773,17 @@ impl World {
             let Some(s) = self.index.get(subject) else {
                 return false;
             };
-            // Only a subject the rule could show may be in the view: one
-            // outside the observer's ring would never be revisited.
+            // Only a subject the rule could show may be in the view (in
+            // the hysteresis band, it was visible), and only one inside
+            // the observer's ring: one outside would never be revisited.
             let sub = &self.entities[s as usize];
             let in_ring = self.grid.cell_distance(e.cell, sub.cell) <= sight.ring;
-            let in_reach = match self.config.visibility {
-                Visibility::Grid => true,
-                Visibility::Radius => e.cur.pos.dist2_raw(sub.cur.pos) <= sight.stay2,
-            };
-            if !in_ring || !in_reach || sub.layers & sight.interest == 0 {
+            if !in_ring || self.rule_zone(slot, s) == Zone::Out {
                 return false;
             }
             self.candidates.push_if(s, true);
         }
-        let pairs = ObserverPairs::new(id);
+        let pairs = PairHasher::new(id);
         for &subject in view {
             self.sums.add_pair(&pairs, subject);
         }
@@ -1715,23 +1813,60 @@ impl World {
     }
 }
 
-fn config_hash(c: &Config) -> u64 {
-    WordHasher::new(DOMAIN_CONFIG)
-        .word(c.origin.x.to_bits() as u64)
-        .word(c.origin.y.to_bits() as u64)
-        .word(c.cell_size.to_bits() as u64)
-        .word(u64::from(c.width_cells))
-        .word(u64::from(c.height_cells))
-        .word(match c.visibility {
-            Visibility::Grid => 0,
-            Visibility::Radius => 1,
-        })
-        .word(c.hysteresis.to_bits() as u64)
-        .word(c.update_interval)
-        .word(c.move_epsilon.to_bits() as u64)
-        .word(u64::from(c.dir_epsilon))
-        .word(u64::from(c.max_entities))
-        .word(u64::from(c.max_observers))
-        .word(u64::from(c.max_view))
-        .finish()
+/// The tables the visibility rule (`rule.rs`) reads of two live entities
+/// as they stand now: what fast paths and restores check themselves
+/// against.
+#[derive(Clone, Copy)]
+pub(crate) struct RuleTables<'a> {
+    pub(crate) visibility: Visibility,
+    pub(crate) entities: &'a [Entity],
+    pub(crate) sights: &'a [Sight],
+    pub(crate) grid: &'a Grid,
+}
+
+impl RuleTables<'_> {
+    /// Where the subject at `subject` stands in the rule of the observer
+    /// at `observer`.
+    pub(crate) fn zone(&self, observer: u32, subject: u32) -> Zone {
+        let (o, sight) = (
+            &self.entities[observer as usize],
+            &self.sights[observer as usize],
+        );
+        let eye = rule::Eye {
+            slot: observer,
+            interest: sight.interest,
+            col_row: self.grid.xy(o.cell),
+            x: o.cur.pos.x.to_bits(),
+            y: o.cur.pos.y.to_bits(),
+            enter2: sight.enter2,
+            stay2: sight.stay2,
+        };
+        let s = &self.entities[subject as usize];
+        let seen = rule::Seen {
+            slot: subject,
+            layers: s.layers,
+            col_row: self.grid.xy(s.cell),
+            x: s.cur.pos.x.to_bits(),
+            y: s.cur.pos.y.to_bits(),
+        };
+        rule::zone(self.visibility, &eye, &seen)
+    }
+}
+
+impl World {
+    /// What the rule reads, borrowed apart from the rest of the world.
+    pub(crate) fn rule_tables(&self) -> RuleTables<'_> {
+        RuleTables {
+            visibility: self.config.visibility,
+            entities: &self.entities,
+            sights: &self.sights,
+            grid: &self.grid,
+        }
+    }
+
+    /// Where the subject at `subject` stands in the rule of the observer
+    /// at `observer`, both live.
+    pub(crate) fn rule_zone(&self, observer: u32, subject: u32) -> Zone {
+        self.rule_tables().zone(observer, subject)
+    }
 }

@@ -149,6 +149,12 @@ impl ClientViews {
 /// Update carrying the subject's current state, and identical entity tables.
 /// Returns the kernel's ticks for further checks.
 pub fn against_oracle(s: &Scenario) -> Result<Vec<Tick>, String> {
+    world_against_oracle(s).map(|(ticks, _)| ticks)
+}
+
+/// [`against_oracle`], also returning the kernel's world after the last
+/// tick (for its path counts, say).
+pub fn world_against_oracle(s: &Scenario) -> Result<(Vec<Tick>, World), String> {
     let mut world = world(s)?;
     let mut oracle = Oracle::new(s.config);
     let mut client = ClientViews::default();
@@ -205,7 +211,7 @@ pub fn against_oracle(s: &Scenario) -> Result<Vec<Tick>, String> {
         }
         out.push(tick);
     }
-    Ok(out)
+    Ok((out, world))
 }
 
 /// The kernel's entity table equals the oracle's.

@@ -15,17 +15,21 @@ use super::incremental::{Place, Subject};
 use super::{Watcher, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
+use crate::coverage::Path;
 use crate::event::EventSink;
-use crate::grid::chebyshev;
 use crate::margin::{Key, Placed, Region, SIDE};
-use crate::scan::{dist2_raw, Reach};
+use crate::plan::Pairing;
+use crate::rule::{self, Zone};
+use crate::scan::Reach;
 use crate::subject_pairs::{unpack, PairKind};
 
 impl World {
     /// After `view` was rebuilt: keeps a margin if its crowd was `ranked`
     /// and culled and ticks are calm, else drops any it had.
     pub(super) fn keep_margin(&mut self, view: u32, reach: &Reach, ranked: bool) {
-        let keep = ranked && self.keep_margins;
+        // In calm ticks only: where everything moves, every view is rebuilt
+        // anyway.
+        let keep = ranked && self.plan.pairing != Pairing::RebuildAll;
         if !keep && !self.margins.any() {
             // Nothing to drop, and none to keep: the usual busy tick.
             return;
@@ -63,6 +67,7 @@ impl World {
         let listed = self.margin_keys.partition_point(|&(k, _)| k <= hi);
         let listed = &self.margin_keys[..listed];
         self.margins.set(view, core as u32, listed, side, hi);
+        self.hit(Path::MarginKept);
     }
 
     /// Copies `view`'s margin span (or that it has none) into its
@@ -122,13 +127,14 @@ impl World {
         id: EntityId,
         at: Place,
     ) -> Option<Key> {
-        if layers & w.interest == 0 {
+        if !rule::interested(w.interest, layers) {
             return None;
         }
-        let dist2 = dist2_raw(at.x, at.y, w.x, w.y);
+        let dist2 = rule::dist2(at.x, at.y, w.x, w.y);
+        // Kept only inside the enter distance: a margin ends there.
         let seen = match self.config.visibility {
-            Visibility::Grid => chebyshev(o_col_row, at.col_row) <= w.ring,
-            Visibility::Radius => dist2 <= w.enter2,
+            Visibility::Grid => rule::grid_zone(o_col_row, at.col_row) == Zone::In,
+            Visibility::Radius => rule::radius_zone(dist2, w.enter2, w.enter2) == Zone::In,
         };
         // Too far for a key is beyond any margin.
         let dist2 = u64::try_from(dist2).ok().filter(|_| seen)?;
@@ -152,6 +158,7 @@ impl World {
         let view = self.entities[slot as usize].view;
         let w = self.watchers[slot as usize];
         if !self.margins.begin(view) {
+            self.hit(Path::MarginRanOut);
             return self.rebuild_view(slot, sink);
         }
         self.group.clear();
@@ -170,6 +177,7 @@ impl World {
                 Some((_, Placed::Margin)) => continue,
                 Some((was, placed)) => (was, placed == Placed::Kept),
                 None => {
+                    self.hit(Path::MarginRanOut);
                     self.margins.clear(view);
                     return self.rebuild_view(slot, sink);
                 }
@@ -179,6 +187,7 @@ impl World {
             }
         }
         if !self.margins.settle(self.config.max_view as usize) {
+            self.hit(Path::MarginRanOut);
             self.margins.clear(view);
             return self.rebuild_view(slot, sink);
         }

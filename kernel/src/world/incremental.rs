@@ -20,23 +20,13 @@
 use super::{send_enter, send_leave, Entity, Sight, World};
 use crate::command::EntityId;
 use crate::config::Visibility;
-use crate::digest::ObserverPairs;
+use crate::coverage::Path;
+use crate::digest::PairHasher;
 use crate::event::EventSink;
 use crate::fixed_point::Pos;
-use crate::grid::chebyshev;
-use crate::scan::{dist2_raw, radius_rule};
+use crate::plan::{PairSource, Updates};
+use crate::rule::{self, Zone};
 use crate::subject_pairs::{unpack, PairKind};
-
-/// Where a subject stands in an observer's rule.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Zone {
-    /// Visible whatever it was before.
-    In,
-    /// Within the hysteresis band: visible exactly if it was.
-    Band,
-    /// Not visible.
-    Out,
-}
 
 /// What pairing needs of an observer: one line per slot, where its entity
 /// record spans three, since every subject pairs with hundreds of them.
@@ -184,10 +174,19 @@ impl World {
     /// Records the pairs `subject` makes with the observers around it, and
     /// marks observers it forces to rebuild.
     pub(super) fn pair_subject(&mut self, subject: &Subject, t: u64) {
-        match (self.use_observer_copy, self.observer_squares.is_some()) {
-            (true, true) => self.pair_by_squares(subject, t),
-            (true, false) => self.pair_by_cells(subject, t),
-            (false, _) => self.pair_by_lists(subject, t),
+        match self.plan.pair_source {
+            PairSource::SquareCopy => {
+                self.hit(Path::PairFromSquareCopy);
+                self.pair_by_squares(subject, t);
+            }
+            PairSource::CellCopy => {
+                self.hit(Path::PairFromCellCopy);
+                self.pair_by_cells(subject, t);
+            }
+            PairSource::Lists | PairSource::None => {
+                self.hit(Path::PairFromLists);
+                self.pair_by_lists(subject, t);
+            }
         }
     }
 
@@ -292,25 +291,19 @@ impl World {
     /// Where `subject` stood for observer `o` at the end of last tick and
     /// where it stands now, by the rule alone.
     fn zones(&self, o: &Watcher, subject: &Subject) -> (Zone, Zone) {
-        if subject.layers & o.interest == 0 {
+        // The rule's parts (`rule.rs`); `pair_with` left the observer
+        // itself out.
+        if !rule::interested(o.interest, subject.layers) {
             return (Zone::Out, Zone::Out);
         }
         let o_col_row = self.col_row(o);
         let zone = |p: Place| match self.config.visibility {
             Visibility::Grid => {
-                if chebyshev(o_col_row, p.col_row) <= o.ring {
-                    Zone::In
-                } else {
-                    Zone::Out
-                }
+                debug_assert_eq!(o.ring, rule::GRID_RING);
+                rule::grid_zone(o_col_row, p.col_row)
             }
             Visibility::Radius => {
-                let dist2 = dist2_raw(p.x, p.y, o.x, o.y);
-                match radius_rule(dist2, o.enter2, o.stay2()) {
-                    (true, _) => Zone::In,
-                    (false, true) => Zone::Band,
-                    (false, false) => Zone::Out,
-                }
+                rule::radius_zone(rule::dist2(p.x, p.y, o.x, o.y), o.enter2, o.stay2())
             }
         };
         let now = match subject.gone {
@@ -331,9 +324,8 @@ impl World {
         let max_view = self.config.max_view as usize;
         let o = &self.entities[slot as usize];
         let view = o.view;
-        if self.margins.any() && self.margins.bounds(view).is_some() {
-            return self.update_culled_view(slot, sink);
-        }
+        // A view with a margin takes `update_culled_view` instead.
+        debug_assert!(!self.margins.any() || self.margins.bounds(view).is_none());
         let old = self.views.slots(view);
         let ids = &self.ids;
 
@@ -375,7 +367,7 @@ impl World {
         let o = &self.entities[slot as usize];
         let (observer, view) = (o.id, o.view);
         self.group.sort_unstable();
-        let pairs = ObserverPairs::new(observer);
+        let pairs = PairHasher::new(observer);
 
         for &(kind, subject, s) in &self.group {
             match kind {
@@ -411,7 +403,7 @@ impl World {
                 )
             });
         }
-        if self.walk_updates {
+        if self.plan.updates == Updates::Walked {
             events += self.send_updates(slot, entered.iter().map(|g| g.2), sink);
         }
         events
@@ -534,7 +526,7 @@ mod tests {
         let mut events = Vec::new();
         w.step(&moves, &mut events);
         assert!(
-            w.walk_updates,
+            w.last_plan().updates == crate::plan::Updates::Walked,
             "ten due subjects outweigh ten visible pairs"
         );
 

@@ -1,4 +1,4 @@
-//! Keeping slots in id order: see `renumbering.rs` for why.
+//! Keeping slots in id order: see `permutation.rs` for why.
 
 use super::{World, UNBORN};
 
@@ -29,6 +29,7 @@ impl World {
         let (live, top) = (u64::from(self.count), u64::from(self.top));
         let top_used_up = top == slots && (slots - live) * 16 >= live;
         if u64::from(shuffled) * 8 > live || top_used_up {
+            self.hit(crate::coverage::Path::Renumbered);
             self.renumber_slots();
         }
     }

@@ -34,10 +34,13 @@ use alloc::vec::Vec;
 
 use super::{send_enter, send_leave, World};
 use crate::config::{Config, Visibility};
-use crate::digest::ObserverPairs;
+use crate::coverage::Path;
+use crate::digest::PairHasher;
 use crate::event::EventSink;
 use crate::fixed_point::Fix;
-use crate::scan::{dist2_raw, Packed};
+use crate::plan::{self, SweepOutcome};
+use crate::rule;
+use crate::scan::ScanRecord;
 use crate::squares::{step_within, PackedSquares, Steps, JUMPED};
 
 /// A slot whose observer's view the sweep does not keep this tick: an
@@ -150,7 +153,7 @@ impl World {
         // positions, and pairs to name subjects by slot.
         let steady = mark_all
             && self.sweep.possible()
-            && self.observers * 2 >= self.count
+            && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None)
             && !self.gone.iter().any(|g| self.taken_over(g));
         let Some(squares) = self.squares.as_mut() else {
             return;
@@ -161,14 +164,32 @@ impl World {
             tick: t,
         });
         let (largest, jumped) = squares.sort_entities(&self.grid, &self.born, steps);
-        // Each jump, spawn and despawn costs a look around it: at 2% of
-        // the entities the sweep is 14% ahead, at 5% (jumps) 6% behind.
+        self.plan.sweep = match self.sweep.possible() && mark_all {
+            true => SweepOutcome::Declined,
+            false => SweepOutcome::Off,
+        };
+        // Each jump, spawn and despawn costs a look around it.
         let special = u64::from(jumped) + self.gone.len() as u64;
-        if steady && special * 32 <= u64::from(self.count) {
+        let (observers, count) = (u64::from(self.observers), u64::from(self.count));
+        if steady && plan::sweep_allowed(observers, count, Some(special)) {
             // The sweep walks the live observers by id.
             self.sort_observers();
-            self.sweep_pairs(largest, t);
+            if self.sweep_pairs(largest, t) {
+                self.plan.sweep = SweepOutcome::Swept;
+            }
         }
+        match self.plan.sweep {
+            SweepOutcome::Off => {}
+            SweepOutcome::Declined => self.hit(Path::SweepDeclined),
+            SweepOutcome::Swept => self.hit(Path::SweepSwept),
+        }
+    }
+
+    /// Whether this tick's sweep holds the changes of the view of the
+    /// observer at `slot`.
+    #[inline]
+    pub(super) fn swept(&self, slot: u32) -> bool {
+        self.sweep.active && self.sweep.enter2[slot as usize] != NOT_SWEPT
     }
 
     /// Finds every sweepable observer's changes for tick `t` (see the
@@ -182,7 +203,7 @@ impl World {
         let (swept, r_min, r_max) = self.choose_viewers(t);
         // The sweep's passes over every slot and record pay off only when
         // most entities have views it keeps (not where NPCs abound).
-        if swept == 0 || swept * 2 < self.count {
+        if swept == 0 || !plan::sweep_allowed(u64::from(swept), u64::from(self.count), None) {
             return false;
         }
         let Some(squares) = self.squares.as_ref() else {
@@ -364,6 +385,23 @@ impl World {
             return None;
         }
         let (gone, came) = changes.split_at(leaves);
+        // The sweep found crossings of `r` by distance alone: the rule
+        // agrees with each (a despawned subject has no zone to ask).
+        #[cfg(debug_assertions)]
+        {
+            use crate::rule::Zone;
+            let rule = super::RuleTables {
+                visibility: self.config.visibility,
+                entities: &self.entities,
+                sights: &self.sights,
+                grid: &self.grid,
+            };
+            let left = |s: u32| !rule.entities[s as usize].alive || rule.zone(slot, s) == Zone::Out;
+            assert!(gone.iter().all(|&s| left(s)));
+            assert!(came
+                .iter()
+                .all(|&s| rule.zone(slot, s & !ENTERED) == Zone::In));
+        }
         self.entered.clear();
         self.entered.extend_kept(came, |_| true);
         for e in self.entered.as_mut_slice() {
@@ -374,7 +412,7 @@ impl World {
             true => merge(old, gone, entered, out, u64::from),
             false => merge(old, gone, entered, out, |s| ids.key(s)),
         });
-        let pairs = ObserverPairs::new(observer);
+        let pairs = PairHasher::new(observer);
         for &s in gone {
             send_leave(sink, &mut self.sums, &pairs, ids.old(s));
         }
@@ -406,9 +444,9 @@ impl World {
 fn band(
     band: &mut [u32],
     mut n: usize,
-    records: &[Packed],
+    records: &[ScanRecord],
     run: core::ops::Range<usize>,
-    a: &Packed,
+    a: &ScanRecord,
     (lo, hi): (u64, u64),
 ) -> usize {
     let first = run.start as u32;
@@ -461,8 +499,8 @@ fn around(
             }
             let e2 = u128::from(e2);
             let (vx, vy) = (v.x - i64::from(v.dx), v.y - i64::from(v.dy));
-            let inside = now.is_some_and(|(x, y)| dist2_raw(x, y, v.x, v.y) <= e2);
-            let was_inside = was.is_some_and(|(x, y)| dist2_raw(x, y, vx, vy) <= e2);
+            let inside = now.is_some_and(|(x, y)| rule::dist2(x, y, v.x, v.y) <= e2);
+            let was_inside = was.is_some_and(|(x, y)| rule::dist2(x, y, vx, vy) <= e2);
             if inside != was_inside {
                 if let Some(at) = found.get_mut(k) {
                     *at = (v.slot, subject | (u32::from(inside) << 31));
@@ -477,7 +515,7 @@ fn around(
 /// A pair's `dist²` now and at last tick's positions; `(ax, ay)` is where
 /// `a` stood then.
 #[inline(always)]
-fn distances(a: &Packed, (ax, ay): (i64, i64), b: &Packed) -> (u64, u64) {
+fn distances(a: &ScanRecord, (ax, ay): (i64, i64), b: &ScanRecord) -> (u64, u64) {
     let now = square(b.x - a.x, b.y - a.y);
     let was = square(b.x - i64::from(b.dx) - ax, b.y - i64::from(b.dy) - ay);
     (now, was)

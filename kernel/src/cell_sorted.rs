@@ -5,7 +5,7 @@
 //! the previous load. One walk of every cell's list (`O(records + cells)`)
 //! lays the records out so that each row of a ring of cells is one
 //! contiguous run, read at memory bandwidth. The world keeps up to two:
-//! every entity's [`Packed`](crate::scan::Packed) record, for grid-mode view
+//! every entity's [`ScanRecord`](crate::scan::ScanRecord) record, for grid-mode view
 //! rebuilds, and every observer's pairing record, for pairing many changed
 //! subjects in grid mode (radius mode sorts both into squares instead, see
 //! `squares.rs`, where the world allows).

@@ -1,0 +1,153 @@
+//! Every path of the kernel's tick plan (`kernel/src/plan.rs`) and every
+//! special case around it is reached by scenarios that are checked against
+//! the oracle tick by tick: a path no scenario reaches fails here, by name.
+//!
+//! The kernel counts paths in debug builds (the default for `cargo test`)
+//! or with its `path-coverage` feature.
+
+use lockgrid_kernel::coverage::{Path, PathCounts};
+use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn, Visibility};
+use lockgrid_tests::{check, gen};
+
+fn observer(id: u64, x: i32, y: i32) -> Command {
+    Command::Spawn(Spawn::observer(
+        id,
+        Pos::from_ints(x, y),
+        Fix::from_num(100),
+    ))
+}
+
+fn npc(id: u64, x: i32, y: i32) -> Command {
+    Command::Spawn(Spawn::npc(id, Pos::from_ints(x, y)))
+}
+
+fn step(id: u64, x: i32, y: i32) -> Command {
+    Command::Move(Move {
+        id,
+        pos: Pos::from_ints(x, y),
+        dir: 0,
+        speed: Fix::ZERO,
+    })
+}
+
+/// A full world in which a tick despawns subjects an observer sees and
+/// spawns more than the spare slots hold: the last spawn takes over a
+/// slot freed in the same tick, so every observer around the despawned
+/// subject that had it is rebuilt rather than paired.
+fn slot_taken_over() -> gen::Scenario {
+    let config = Config {
+        max_entities: 64,
+        max_observers: 64,
+        ..Config::default()
+    };
+    // Forty idle observers far apart, and 24 NPCs around the first.
+    let mut first: Vec<Command> = (0..40)
+        .map(|i| {
+            observer(
+                1 + i,
+                150 + 300 * (i as i32 % 20),
+                150 + 3000 * (i as i32 / 20),
+            )
+        })
+        .collect();
+    first.extend((41..=64).map(|id| npc(id, 100 + id as i32, 160)));
+    // Nine go, nine come: the world keeps an eighth more slots (eight).
+    let mut second: Vec<Command> = (41..=49).map(|id| Command::Despawn { id }).collect();
+    second.extend((100..=108).map(|id| npc(id, id as i32, 170)));
+    gen::Scenario {
+        config,
+        ticks: vec![first, second, vec![step(100, 120, 170)]],
+    }
+}
+
+/// Radius mode without hysteresis, every entity an observer stepping a
+/// little (the sweep's tick), and two subjects stepping into a view one
+/// short of `max_view`: the sweep holds its changes, but applying them
+/// would overfill the view, which is rebuilt (and culled) instead.
+fn swept_view_overfills() -> gen::Scenario {
+    let config = Config {
+        visibility: Visibility::Radius,
+        width_cells: 16,
+        height_cells: 16,
+        // Room enough for the world to be sorted into squares.
+        max_entities: 320,
+        max_observers: 320,
+        max_view: 3,
+        ..Config::default()
+    };
+    let mut first = vec![
+        observer(1, 800, 800),
+        observer(2, 760, 800),
+        observer(3, 840, 800),
+        observer(4, 800, 902),
+        observer(5, 800, 698),
+    ];
+    let far = |i: i32| {
+        (
+            100 + 300 * (i % 5),
+            100 + 300 * (i / 5) + if i / 5 >= 2 { 600 } else { 0 },
+        )
+    };
+    for i in 0..15 {
+        let (x, y) = far(i);
+        first.push(observer(10 + i as u64, x.min(1500), y.min(1500)));
+    }
+    // Everyone steps one unit east; 4 and 5 step three units towards 1.
+    let mut second = vec![
+        step(1, 801, 800),
+        step(2, 761, 800),
+        step(3, 841, 800),
+        step(4, 801, 899),
+        step(5, 801, 701),
+    ];
+    for i in 0..15 {
+        let (x, y) = far(i);
+        second.push(step(10 + i as u64, x.min(1500) + 1, y.min(1500)));
+    }
+    gen::Scenario {
+        config,
+        ticks: vec![first, second],
+    }
+}
+
+/// Runs `s` against the oracle and adds the paths its world took.
+fn checked(total: &mut PathCounts, s: &gen::Scenario, what: &str) {
+    let (_, world) = check::world_against_oracle(s).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let counts = world
+        .path_counts()
+        .expect("path counts need debug assertions or the kernel's path-coverage feature");
+    total.add(counts);
+}
+
+#[test]
+fn every_planned_path_is_reached_and_checked_against_the_oracle() {
+    let mut total = PathCounts::default();
+    for visibility in [Visibility::Grid, Visibility::Radius] {
+        checked(&mut total, &gen::busy(7, 30, visibility), "busy");
+        checked(
+            &mut total,
+            &gen::dense_walk(31, 8, visibility),
+            "dense walk",
+        );
+        checked(&mut total, &gen::swarm(6, 20, visibility), "swarm");
+        for (seed, movers, max_view) in [(1, 1, 32), (4, 40, 256), (5, 150, 256)] {
+            let s = gen::calm(seed, 30, visibility, movers, max_view);
+            checked(&mut total, &s, "calm");
+        }
+        for hysteresis in [0, 25] {
+            let s = gen::town(12, 40, visibility, hysteresis, 6, 24);
+            checked(&mut total, &s, "town");
+        }
+    }
+    for (seed, max_view) in [(41, 256), (43, 12)] {
+        checked(&mut total, &gen::walkers(seed, 30, max_view), "walkers");
+    }
+    checked(&mut total, &slot_taken_over(), "slot taken over");
+    checked(&mut total, &swept_view_overfills(), "swept view overfills");
+    let missing: Vec<Path> = total.missing().collect();
+    assert!(
+        missing.is_empty(),
+        "paths no scenario reached: {missing:?}\nall counts: {:?}",
+        Path::ALL.map(|p| (p, total.get(p)))
+    );
+}
