@@ -124,7 +124,7 @@ fn negative_flag_values_are_validated_not_taken_for_flags() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf-8 path");
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["serve", "--data-dir", data, "--seconds", "-1"],
             "--seconds",
@@ -141,6 +141,10 @@ fn negative_flag_values_are_validated_not_taken_for_flags() {
         (
             &["bots", "--data-dir", data, "--seconds", "-1"],
             "--seconds",
+        ),
+        (
+            &["bots", "--data-dir", data, "--max-speed", "-5"],
+            "--max-speed -5: must be positive",
         ),
         (&["replay", data, "--events", "--from", "-1"], "--from"),
         (

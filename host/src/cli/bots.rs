@@ -48,6 +48,12 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
         .map_err(|_| Failure::new("--seconds must be a non-negative number"))?;
     let max_speed = parse_fix(&args.max_speed)
         .map_err(|e| Failure::new(format_args!("--max-speed {}: {e}", args.max_speed)))?;
+    if max_speed <= 0 {
+        return Err(Failure::new(format_args!(
+            "--max-speed {}: must be positive",
+            args.max_speed
+        )));
+    }
     let opts = BotsOptions {
         server: args.server,
         clients: args.clients,
