@@ -247,32 +247,9 @@ pub fn parse_int(text: &str, min: i128, max: i128) -> Result<i128, DecimalError>
 }
 
 /// Displays an `I48F16` as its exact decimal value: `5`, `-0.5`,
-/// `0.0000152587890625`. Never allocates.
-#[derive(Clone, Copy, Debug)]
-pub struct ExactDecimal(pub Fix);
-
-impl fmt::Display for ExactDecimal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bits = self.0.to_bits();
-        let mag = bits.unsigned_abs();
-        if bits < 0 {
-            f.write_str("-")?;
-        }
-        write!(f, "{}", mag >> 16)?;
-        let frac = mag & 0xFFFF;
-        if frac == 0 {
-            return Ok(());
-        }
-        // 2^-16 = 152587890625 × 10^-16: the fraction in units of 10^-16.
-        let mut scaled = frac * 152_587_890_625;
-        let mut digits = 16;
-        while scaled.is_multiple_of(10) {
-            scaled /= 10;
-            digits -= 1;
-        }
-        write!(f, ".{scaled:0digits$}")
-    }
-}
+/// `0.0000152587890625`; the kernel's own writer, so a host's text and the
+/// kernel's JSON Lines never differ.
+pub use lockgrid_kernel::jsonl::ExactDecimal;
 
 #[cfg(test)]
 mod tests {
