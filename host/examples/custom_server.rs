@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use lockgrid_host::node::{ClientHello, MemStorage, Node, NodeConfig, Refusal, Rules};
+use lockgrid_host::node::{ClientHello, ClientInput, MemStorage, Node, NodeConfig, Refusal, Rules};
 use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, MAX_MTU,
@@ -69,11 +69,11 @@ impl Rules for GuestRules {
     fn check_input(
         &mut self,
         world: &World,
-        entity: EntityId,
-        _tick: u64,
-        command: &Command,
+        input: &ClientInput<'_>,
         out: &mut Vec<Command>,
     ) -> Result<(), Refusal> {
+        let entity = input.entity;
+        let command = input.command;
         match *command {
             // This game's "go home": back to the spawn area, standing still.
             Command::Despawn { .. } => out.push(Command::Move(Move {

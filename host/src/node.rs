@@ -82,7 +82,7 @@ pub use file_storage::FileStorage;
 pub use flood::MAX_TRACKED_ADDRS;
 pub use mem_storage::{DiskFault, DiskOp, MemDiskStats, MemStorage};
 pub use restore::{restore, RestoreReport};
-pub use rules::{ClientHello, Refusal, Rules};
+pub use rules::{ClientHello, ClientInput, Refusal, Rules};
 pub use stats::NodeStats;
 pub use storage::{Opened, Storage, StorageError};
 
@@ -389,7 +389,7 @@ where
         // Whatever this datagram carried is not durable yet; an
         // acknowledgement of it must wait for the next tick.
         self.sending = false;
-        self.drain_events();
+        self.drain_events(now);
     }
 
     /// Acts on the protocol's timers and runs the tick when it is due;
@@ -403,7 +403,7 @@ where
             self.server.handle_timeout(now);
             self.timers_at = self.timers_at.max(now);
         }
-        self.drain_events();
+        self.drain_events(now);
         if now < self.next_tick {
             return Ok(None);
         }
@@ -483,7 +483,7 @@ where
         }
     }
 
-    fn drain_events(&mut self) {
+    fn drain_events(&mut self, now: Instant) {
         while let Some(ev) = self.server.poll_event() {
             match ev {
                 ServerEvent::Connecting { conn, from, token } => {
@@ -494,7 +494,7 @@ where
                     entity,
                     commands,
                     ..
-                } => self.on_input(conn, entity, &commands),
+                } => self.on_input(now, conn, entity, &commands),
                 ServerEvent::Disconnected {
                     conn,
                     entity,
@@ -568,17 +568,18 @@ where
         info!(%conn, ?from, entity = id, "client joined");
     }
 
-    fn on_input(&mut self, conn: ConnId, entity: EntityId, commands: &[Command]) {
+    fn on_input(&mut self, now: Instant, conn: ConnId, entity: EntityId, commands: &[Command]) {
         if self.sessions.get(&entity).is_none_or(|s| s.conn != conn) {
             return;
         }
         let tick = self.world.tick() + 1;
         for cmd in commands {
             self.scratch.clear();
-            match self
-                .rules
-                .check_input(&self.world, entity, tick, cmd, &mut self.scratch)
-            {
+            match self.rules.check_input(
+                &self.world,
+                &ClientInput::new(entity, tick, now, cmd),
+                &mut self.scratch,
+            ) {
                 Ok(()) => self
                     .inputs
                     .entry(entity)

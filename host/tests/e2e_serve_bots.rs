@@ -46,12 +46,14 @@ fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
         .unwrap_or_else(|| panic!("no mismatch line:\n{stdout}"));
     assert!(mismatches.ends_with(" 0"), "{stdout}");
     assert!(stdout.contains(", 16 final views and "), "{stdout}");
-    // The moves the bots sent were acknowledged and found in the journal
-    // (the server may refuse a few that bunch up when a loaded machine
-    // delays a tick; those are counted, and the mismatch count covers them).
+    // Every move the bots sent was acknowledged and found in the journal:
+    // they walk at 80% of the max speed on their own clocks, and the server
+    // judges speed by when moves arrive, so moves that bunch up behind a
+    // busy machine's late ticks are not refused.
     let sent = number_before(&stdout, " moves sent");
     let found = number_before(&stdout, " acknowledged moves against the journal");
-    assert!(sent > 0 && found >= sent * 9 / 10, "{stdout}");
+    assert!(sent > 0 && found == sent, "{stdout}");
+    assert!(stdout.contains("server refused         nothing"), "{stdout}");
 
     // Ctrl-C: the server finishes its tick, closes the journal, says so.
     interrupt(&served.child);

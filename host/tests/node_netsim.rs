@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use lockgrid_host::node::{ClientHello, MemStorage, Node, NodeConfig, Refusal, Rules};
+use lockgrid_host::node::{ClientHello, ClientInput, MemStorage, Node, NodeConfig, Refusal, Rules};
 use lockgrid_kernel::{Command, Config, EntityId, Event, Fix, Move, Pos, Spawn, Visibility, World};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, ServerConfig,
@@ -125,11 +125,11 @@ impl Rules for HomeRules {
     fn check_input(
         &mut self,
         _world: &World,
-        entity: EntityId,
-        _tick: u64,
-        command: &Command,
+        input: &ClientInput<'_>,
         out: &mut Vec<Command>,
     ) -> Result<(), Refusal> {
+        let entity = input.entity;
+        let command = input.command;
         assert_eq!(
             command.entity(),
             entity,

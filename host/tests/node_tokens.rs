@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use lockgrid_host::node::{
-    ClientHello, MemStorage, Node, NodeConfig, Refusal, Rules, CLIENT_ID_BASE,
+    ClientHello, ClientInput, MemStorage, Node, NodeConfig, Refusal, Rules, CLIENT_ID_BASE,
 };
 use lockgrid_host::serve::DefaultRules;
 use lockgrid_kernel::{Command, Config, EntityId, Fix, Spawn, World};
@@ -69,12 +69,10 @@ impl Rules for GuildRules {
     fn check_input(
         &mut self,
         world: &World,
-        entity: EntityId,
-        tick: u64,
-        command: &Command,
+        input: &ClientInput<'_>,
         out: &mut Vec<Command>,
     ) -> Result<(), Refusal> {
-        self.inner.check_input(world, entity, tick, command, out)
+        self.inner.check_input(world, input, out)
     }
 
     fn server_commands(&mut self, world: &World, tick: u64, out: &mut Vec<Command>) {

@@ -1,7 +1,7 @@
 //! The game rules a node runs: the trait an embedder implements.
 
 use lockgrid_kernel::{Command, EntityId, Spawn, World};
-use lockgrid_protocol::{DisconnectReason, TokenClaims};
+use lockgrid_protocol::{DisconnectReason, Instant, TokenClaims};
 
 /// What a client brought to its Hello, for [`Rules::admit`] and
 /// [`Rules::spawn`] to decide on.
@@ -29,6 +29,36 @@ impl<'a> ClientHello<'a> {
     /// fixed length), or `None` without a key.
     pub fn user_data(&self) -> Option<&'a [u8]> {
         self.claims.map(|c| &c.user_data[..])
+    }
+}
+
+/// One command a client sent for its own entity, for
+/// [`Rules::check_input`] to judge.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct ClientInput<'a> {
+    /// The client's entity (the protocol has already dropped commands
+    /// naming another one).
+    pub entity: EntityId,
+    /// The tick the command will be applied in if accepted.
+    pub tick: u64,
+    /// When the node received the datagram carrying it, on the node's
+    /// clock: rules that limit a rate judge it by this, not by ticks, which
+    /// run late when the machine is busy.
+    pub received: Instant,
+    /// The command as sent.
+    pub command: &'a Command,
+}
+
+impl<'a> ClientInput<'a> {
+    /// `command` from `entity`'s client, received at `received`, for `tick`.
+    pub fn new(entity: EntityId, tick: u64, received: Instant, command: &'a Command) -> Self {
+        ClientInput {
+            entity,
+            tick,
+            received,
+            command,
+        }
     }
 }
 
@@ -135,16 +165,13 @@ pub trait Rules {
     /// saved position in the user data). It is applied in the next tick.
     fn spawn(&mut self, world: &World, entity: EntityId, hello: &ClientHello<'_>) -> Spawn;
 
-    /// One command a client sent for its own `entity`, meant for `tick` (the
-    /// tick it will be applied in): push what it becomes onto `out` (itself,
-    /// a rewritten command, several, or none), or refuse it. The protocol
-    /// has already dropped commands naming other entities.
+    /// One command a client sent for its own entity: push what it becomes
+    /// onto `out` (itself, a rewritten command, several, or none), or
+    /// refuse it.
     fn check_input(
         &mut self,
         world: &World,
-        entity: EntityId,
-        tick: u64,
-        command: &Command,
+        input: &ClientInput<'_>,
         out: &mut Vec<Command>,
     ) -> Result<(), Refusal>;
 

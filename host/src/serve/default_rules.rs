@@ -7,23 +7,26 @@ use lockgrid_kernel::{Command, EntityId, Fix, Spawn, World};
 use lockgrid_protocol::DisconnectReason;
 use tracing::info;
 
-use super::rules::{client_spawn, npc_move, npc_spawn, step_per_tick, Allowance, CLIENT_ID_BASE};
-use crate::node::{ClientHello, Refusal, Rules};
+use super::rules::{
+    client_spawn, npc_move, npc_spawn, step_per_tick, Allowance, MoveLimits, CLIENT_ID_BASE,
+};
+use crate::node::{ClientHello, ClientInput, Refusal, Rules};
 
 /// Today's game rules of `lockgrid serve`, as a [`Rules`] implementation.
 ///
 /// - every Hello is admitted (there is no authentication);
 /// - a client's entity spawns as an observer at [`spawn_point`](super::rules::spawn_point);
 /// - a client may only move its own entity, inside the world, at a speed
-///   in `0..=max_speed`, no farther than its [`Allowance`] (one tick's
-///   step per tick, saved up to [`BURST_TICKS`](super::rules::BURST_TICKS)),
-///   at most [`MAX_MOVES_PER_TICK`](super::rules::MAX_MOVES_PER_TICK) moves per tick;
+///   in `0..=max_speed`, within its [`Allowance`]: the max speed's
+///   distance and [`MOVES_PER_TICK`](super::rules::MOVES_PER_TICK) moves
+///   per tick's worth of time since the moves were last checked, saved up
+///   for [`BURST`](super::rules::BURST), judged by when the moves arrived;
 /// - NPCs `1..=npcs` walk the seeded script of [`npc_move`];
 /// - at start, entities of a previous run's clients and surplus NPCs are
 ///   despawned and missing NPCs spawned; a client that leaves is despawned.
 #[derive(Clone, Debug)]
 pub struct DefaultRules {
-    max_speed: Fix,
+    limits: MoveLimits,
     step: i64,
     npcs: u32,
     seed: u64,
@@ -36,7 +39,10 @@ impl DefaultRules {
     /// script seeded by `seed`.
     pub fn new(max_speed: Fix, tick_rate: u32, npcs: u32, seed: u64) -> DefaultRules {
         DefaultRules {
-            max_speed,
+            limits: MoveLimits {
+                max_speed,
+                tick_rate,
+            },
             step: step_per_tick(max_speed, tick_rate),
             npcs,
             seed,
@@ -74,22 +80,18 @@ impl Rules for DefaultRules {
 
     fn spawn(&mut self, world: &World, entity: EntityId, _hello: &ClientHello<'_>) -> Spawn {
         let spawn = client_spawn(world.config(), entity);
-        self.allowances.insert(
-            entity,
-            Allowance::new(spawn.pos, world.tick() + 1, self.step),
-        );
+        self.allowances.insert(entity, Allowance::new(spawn.pos));
         spawn
     }
 
     fn check_input(
         &mut self,
         world: &World,
-        entity: EntityId,
-        tick: u64,
-        command: &Command,
+        input: &ClientInput<'_>,
         out: &mut Vec<Command>,
     ) -> Result<(), Refusal> {
-        let Command::Move(m) = command else {
+        let entity = input.entity;
+        let Command::Move(m) = input.command else {
             return Err(Refusal::NotAMove);
         };
         if m.id != entity {
@@ -97,8 +99,8 @@ impl Rules for DefaultRules {
             return Err(Refusal::Spoofed);
         }
         let allowance = self.allowances.get_mut(&entity).ok_or(Refusal::Spoofed)?;
-        allowance.check(world.config(), self.max_speed, self.step, tick, m)?;
-        out.push(*command);
+        allowance.check(world.config(), self.limits, input.received, m)?;
+        out.push(*input.command);
         Ok(())
     }
 

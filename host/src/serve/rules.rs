@@ -4,21 +4,27 @@
 //! its own spawn point and a replay re-derives nothing: the journal holds
 //! the resulting commands.
 
+use std::time::Duration;
+
 use lockgrid_kernel::{Config, EntityId, Fix, Move, Pos, Spawn};
-use lockgrid_protocol::WorldParams;
+use lockgrid_protocol::{Instant, WorldParams};
 
 /// Why the host refused something a client sent (the node's reasons).
 pub use crate::node::Refusal;
 /// NPC ids are `1..=npcs`; client entities start here.
 pub use crate::node::CLIENT_ID_BASE;
 
-/// Most ticks of movement a client may save up and spend at once (so
-/// inputs that bunch up in a tick after a slow one still pass).
-pub const BURST_TICKS: u64 = 5;
+/// How much unused movement a client may save up and spend at once, as
+/// time at the max speed: moves that bunch up behind a slow network or a
+/// stalled server still pass, a client that keeps moving faster than the
+/// max speed does not for longer than this.
+pub const BURST: Duration = Duration::from_secs(1);
 
-/// Most moves of one client accepted into one tick (only the last one
-/// matters to the kernel; the rest would only grow the journal).
-pub const MAX_MOVES_PER_TICK: usize = 8;
+/// Most moves of one client a second, in ticks' worth: each tick a client
+/// may send this many moves on average (only the last one of a tick
+/// matters to the kernel; the rest would only grow the journal), saved up
+/// for [`BURST`].
+pub const MOVES_PER_TICK: u64 = 8;
 
 /// splitmix64 finaliser: a bijective, seedable mixer.
 pub fn mix(mut z: u64) -> u64 {
@@ -97,60 +103,85 @@ pub fn step_per_tick(max_speed: Fix, tick_rate: u32) -> i64 {
     max_speed.to_bits().max(0) / i64::from(tick_rate.max(1))
 }
 
-/// A client's movement allowance: a distance budget that grows by one
-/// tick's step per tick, up to [`BURST_TICKS`] steps, and shrinks by the
-/// distance of every accepted move. Over any span of ticks a client covers
-/// at most the max speed's distance plus one burst, however its moves are
-/// spread over the ticks.
+const MICROS_PER_SEC: u128 = 1_000_000;
+
+/// A client's movement allowance: two token buckets over the time the
+/// server received the client's moves, one of distance and one of moves.
+///
+/// The distance bucket holds up to `max_speed × BURST` and fills at
+/// `max_speed` per second; an accepted move drains the straight distance
+/// from the last accepted position (rounded up to a raw unit). The move
+/// bucket holds up to `MOVES_PER_TICK × tick_rate × BURST` moves and
+/// fills at `MOVES_PER_TICK × tick_rate` a second; every accepted move
+/// takes one. Both start full. Over any span of `t` seconds a client
+/// covers at most `max_speed × (t + BURST)`, however its moves are spread
+/// over packets and ticks, while an honest client is never refused for
+/// moves that arrive late or together: its clock and the server's agree
+/// over time, however late the server's ticks run. Everything is integer
+/// arithmetic in raw units × microseconds, so nothing is rounded away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allowance {
     /// Position after the last accepted move (or the spawn point).
     pub pos: Pos,
-    budget: u128,
-    tick: u64,
-    moves_this_tick: usize,
+    /// Distance left, in raw units × microseconds.
+    distance: u128,
+    /// Moves left, in moves × microseconds.
+    moves: u128,
+    /// When the buckets were last filled; `None` until the first move.
+    filled_at: Option<Instant>,
+}
+
+/// The limits an [`Allowance`] checks moves against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoveLimits {
+    /// Highest speed a move may carry, and the distance bucket's rate, in
+    /// units per second.
+    pub max_speed: Fix,
+    /// The server's ticks per second (the move bucket's rate is
+    /// [`MOVES_PER_TICK`] per tick).
+    pub tick_rate: u32,
+}
+
+impl MoveLimits {
+    fn speed_bits(self) -> u128 {
+        u128::from(self.max_speed.to_bits().max(0).unsigned_abs())
+    }
+
+    fn moves_per_sec(self) -> u128 {
+        u128::from(MOVES_PER_TICK) * u128::from(self.tick_rate.max(1))
+    }
 }
 
 impl Allowance {
-    /// A client entity spawned at `pos` in `tick`, with a full burst.
-    pub fn new(pos: Pos, tick: u64, step: i64) -> Self {
+    /// A client entity spawned at `pos`, with both buckets full.
+    pub fn new(pos: Pos) -> Self {
         Allowance {
             pos,
-            budget: u128::from(step.unsigned_abs()) * u128::from(BURST_TICKS),
-            tick,
-            moves_this_tick: 0,
+            distance: u128::MAX,
+            moves: u128::MAX,
+            filled_at: None,
         }
     }
 
-    /// Checks one client move for `tick` against the rules: inside the
-    /// world, speed in `0..=max_speed`, its distance from the last accepted
-    /// position within the budget, at most [`MAX_MOVES_PER_TICK`] per tick.
-    /// An accepted move is charged to the allowance.
+    /// Checks one client move, received at `now`, against the rules:
+    /// inside the world, speed in `0..=max_speed`, a move left in the move
+    /// bucket, its distance from the last accepted position left in the
+    /// distance bucket. An accepted move is charged to both.
     pub fn check(
         &mut self,
         config: &Config,
-        max_speed: Fix,
-        step: i64,
-        tick: u64,
+        limits: MoveLimits,
+        now: Instant,
         m: &Move,
     ) -> Result<(), Refusal> {
-        let step = u128::from(step.unsigned_abs());
-        if tick > self.tick {
-            let gained = step.saturating_mul(u128::from(tick - self.tick));
-            self.budget = self
-                .budget
-                .saturating_add(gained)
-                .min(step.saturating_mul(u128::from(BURST_TICKS)));
-            self.tick = tick;
-            self.moves_this_tick = 0;
-        }
+        self.fill(limits, now);
         if config.cell_of(m.pos).is_none() {
             return Err(Refusal::OutOfBounds);
         }
-        if m.speed < Fix::ZERO || m.speed > max_speed {
+        if m.speed < Fix::ZERO || m.speed > limits.max_speed {
             return Err(Refusal::BadSpeed);
         }
-        if self.moves_this_tick >= MAX_MOVES_PER_TICK {
+        if self.moves < MICROS_PER_SEC {
             return Err(Refusal::TooManyMoves);
         }
         // Whole raw units, rounded up: never in the client's favour.
@@ -159,13 +190,38 @@ impl Allowance {
         if dist * dist < d2 {
             dist += 1;
         }
-        if dist > self.budget {
+        let cost = dist.saturating_mul(MICROS_PER_SEC);
+        if cost > self.distance {
             return Err(Refusal::TooFast);
         }
-        self.budget -= dist;
+        self.distance -= cost;
+        self.moves -= MICROS_PER_SEC;
         self.pos = m.pos;
-        self.moves_this_tick += 1;
         Ok(())
+    }
+
+    /// Adds what the time since the last fill earned, up to the burst.
+    fn fill(&mut self, limits: MoveLimits, now: Instant) {
+        let burst = BURST.as_micros();
+        let distance_cap = limits.speed_bits().saturating_mul(burst);
+        let moves_cap = limits.moves_per_sec().saturating_mul(burst);
+        let elapsed = match self.filled_at {
+            // Time never runs backwards here: an earlier `now` earns nothing.
+            Some(at) => now.saturating_duration_since(at).as_micros(),
+            None => u128::MAX,
+        };
+        if self.filled_at.is_none_or(|at| now > at) {
+            self.filled_at = Some(now);
+        }
+        let gain = |rate: u128| rate.saturating_mul(elapsed);
+        self.distance = self
+            .distance
+            .saturating_add(gain(limits.speed_bits()))
+            .min(distance_cap);
+        self.moves = self
+            .moves
+            .saturating_add(gain(limits.moves_per_sec()))
+            .min(moves_cap);
     }
 }
 
@@ -285,63 +341,91 @@ mod tests {
     #[test]
     fn move_checks() {
         let config = Config::default();
-        let max = Fix::from_num(200);
-        let step = step_per_tick(max, 20);
-        assert_eq!(step, 10 << 16);
+        let limits = MoveLimits {
+            max_speed: Fix::from_num(200),
+            tick_rate: 20,
+        };
+        assert_eq!(step_per_tick(limits.max_speed, 20), 10 << 16);
         let mv = |x, y, s| Move {
             id: 1,
             pos: Pos::from_ints(x, y),
             dir: 0,
             speed: Fix::from_num(s),
         };
-        let start = Allowance::new(Pos::from_ints(100, 100), 1, step);
-        // A full burst at spawn: five steps at once, not more.
+        let ms = Instant::from_micros;
+        let start = Allowance::new(Pos::from_ints(100, 100));
+        // A full burst at spawn: one second at the max speed, at once.
         let mut a = start;
-        assert_eq!(a.check(&config, max, step, 1, &mv(150, 100, 5)), Ok(()));
-        let r = a.check(&config, max, step, 1, &mv(151, 100, 5));
+        assert_eq!(a.check(&config, limits, ms(0), &mv(300, 100, 5)), Ok(()));
+        let r = a.check(&config, limits, ms(0), &mv(301, 100, 5));
         assert_eq!(r, Err(Refusal::TooFast));
-        // One step per tick after that, saved up to five.
-        assert_eq!(a.check(&config, max, step, 2, &mv(160, 100, 5)), Ok(()));
-        assert_eq!(a.check(&config, max, step, 3, &mv(161, 100, 5)), Ok(()));
-        assert_eq!(a.check(&config, max, step, 100, &mv(211, 100, 5)), Ok(()));
-        let r = a.check(&config, max, step, 100, &mv(212, 100, 5));
+        // Then the max speed's distance per elapsed time, to the microsecond.
+        assert_eq!(
+            a.check(&config, limits, ms(5_000), &mv(301, 100, 5)),
+            Ok(())
+        );
+        let r = a.check(&config, limits, ms(9_999), &mv(302, 100, 5));
         assert_eq!(r, Err(Refusal::TooFast));
-        // Many small moves in one tick cannot add up to more than the budget.
+        assert_eq!(
+            a.check(&config, limits, ms(10_000), &mv(302, 100, 5)),
+            Ok(())
+        );
+        // Saved up for a second at most, however long the client waited.
+        assert_eq!(
+            a.check(&config, limits, ms(100_000_000), &mv(502, 100, 5)),
+            Ok(())
+        );
+        let r = a.check(&config, limits, ms(100_000_000), &mv(503, 100, 5));
+        assert_eq!(r, Err(Refusal::TooFast));
+        // An earlier time than the last earns nothing.
+        let r = a.check(&config, limits, ms(1), &mv(503, 100, 5));
+        assert_eq!(r, Err(Refusal::TooFast));
+        // Many small moves cannot add up to more than the budget.
         let mut a = start;
         let mut x = 100;
         let mut refused = 0;
-        for _ in 0..MAX_MOVES_PER_TICK {
+        for _ in 0..100 {
             x += 8;
-            if a.check(&config, max, step, 1, &mv(x, 100, 5)).is_err() {
+            if a.check(&config, limits, ms(0), &mv(x, 100, 5)).is_err() {
                 refused += 1;
                 x -= 8;
             }
         }
-        assert!(x - 100 <= 50 && refused > 0);
-        // Standing still costs nothing, but the moves per tick are capped.
-        for _ in 0..refused {
-            assert_eq!(a.check(&config, max, step, 1, &mv(x, 100, 5)), Ok(()));
+        assert!(x - 100 <= 200 && refused > 0);
+        // Standing still costs no distance, but moves are counted: a
+        // second's worth of ticks' moves at once, then the rate.
+        let mut a = start;
+        let burst = MOVES_PER_TICK * 20;
+        for _ in 0..burst {
+            assert_eq!(a.check(&config, limits, ms(0), &mv(100, 100, 5)), Ok(()));
         }
+        let r = a.check(&config, limits, ms(0), &mv(100, 100, 5));
+        assert_eq!(r, Err(Refusal::TooManyMoves));
+        // One move per 1 / (8 × 20) s = 6250 µs.
+        let r = a.check(&config, limits, ms(6_249), &mv(100, 100, 5));
+        assert_eq!(r, Err(Refusal::TooManyMoves));
         assert_eq!(
-            a.check(&config, max, step, 1, &mv(x, 100, 5)),
-            Err(Refusal::TooManyMoves)
+            a.check(&config, limits, ms(6_250), &mv(100, 100, 5)),
+            Ok(())
         );
-        assert_eq!(a.check(&config, max, step, 2, &mv(x, 100, 5)), Ok(()));
         let mut a = start;
         assert_eq!(
-            a.check(&config, max, step, 1, &mv(100, 100, 201)),
+            a.check(&config, limits, ms(0), &mv(100, 100, 201)),
             Err(Refusal::BadSpeed)
         );
         assert_eq!(
-            a.check(&config, max, step, 1, &mv(100, 100, -1)),
+            a.check(&config, limits, ms(0), &mv(100, 100, -1)),
             Err(Refusal::BadSpeed)
         );
         assert_eq!(
-            a.check(&config, max, step, 1, &mv(-1, 0, 0)),
+            a.check(&config, limits, ms(0), &mv(-1, 0, 0)),
             Err(Refusal::OutOfBounds)
         );
-        // Diagonal distances round up.
-        let mut a = Allowance::new(Pos::from_ints(100, 100), 1, 3);
+        // Diagonal distances round up: 3 raw units each way is 4.24…, so 5.
+        let slow = MoveLimits {
+            max_speed: Fix::from_bits(4),
+            tick_rate: 20,
+        };
         let p = Move {
             id: 1,
             pos: Pos::new(
@@ -351,7 +435,68 @@ mod tests {
             dir: 0,
             speed: Fix::ZERO,
         };
-        assert_eq!(a.check(&config, max, 3, 1, &p), Ok(()));
+        let mut a = Allowance::new(Pos::from_ints(100, 100));
+        assert_eq!(a.check(&config, slow, ms(0), &p), Err(Refusal::TooFast));
+        let slow = MoveLimits {
+            max_speed: Fix::from_bits(5),
+            ..slow
+        };
+        let mut a = Allowance::new(Pos::from_ints(100, 100));
+        assert_eq!(a.check(&config, slow, ms(0), &p), Ok(()));
+    }
+
+    /// An honest client walking at the max speed on its own clock is never
+    /// refused, however its moves bunch up on the way (here: a server that
+    /// stalls for up to a second and then reads everything at once), and a
+    /// client a little faster than the max speed is refused within a few
+    /// seconds, bunched or not.
+    #[test]
+    fn honest_bunched_moves_pass_and_cheats_do_not() {
+        let config = Config::default();
+        let limits = MoveLimits {
+            max_speed: Fix::from_num(200),
+            tick_rate: 20,
+        };
+        for (speed_pct, honest) in [(100i64, true), (103, false)] {
+            let mut a = Allowance::new(Pos::from_ints(100, 100));
+            let mut refused = 0;
+            let mut r = 0x1234_5678u64;
+            // One move per 50 ms of the client's clock for 60 s, walking
+            // back and forth at speed_pct % of the max speed (raw units).
+            let per_move = (200i64 << 16) * speed_pct / 100 / 20;
+            let span = 1000i64 << 16;
+            let mut pending: Vec<Move> = Vec::new();
+            let mut read_at = 0u64;
+            for k in 1..=1200u64 {
+                let sent = k * 50_000;
+                let t = per_move * k as i64 % (2 * span);
+                let x = (100i64 << 16) + t.min(2 * span - t);
+                pending.push(Move {
+                    id: 1,
+                    pos: Pos::new(Fix::from_bits(x), Fix::from_bits(100 << 16)),
+                    dir: 0,
+                    speed: Fix::ZERO,
+                });
+                // The server reads its socket at random moments up to a
+                // second apart; everything queued arrives "now".
+                if sent >= read_at {
+                    r = mix(r);
+                    read_at = sent + r % 1_000_000;
+                    for m in pending.drain(..) {
+                        if a.check(&config, limits, Instant::from_micros(sent), &m)
+                            .is_err()
+                        {
+                            refused += 1;
+                        }
+                    }
+                }
+            }
+            if honest {
+                assert_eq!(refused, 0, "an honest client was refused");
+            } else {
+                assert!(refused > 10, "a 3% cheat was refused only {refused} times");
+            }
+        }
     }
 
     #[test]

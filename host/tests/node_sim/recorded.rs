@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use lockgrid_host::node::{ClientHello, Refusal, Rules};
+use lockgrid_host::node::{ClientHello, ClientInput, Refusal, Rules};
 use lockgrid_kernel::{Command, EntityId, Spawn, World};
 use lockgrid_protocol::DisconnectReason;
 
@@ -46,13 +46,14 @@ impl<R: Rules> Rules for Recorded<R> {
     fn check_input(
         &mut self,
         world: &World,
-        entity: EntityId,
-        tick: u64,
-        command: &Command,
+        input: &ClientInput<'_>,
         out: &mut Vec<Command>,
     ) -> Result<(), Refusal> {
+        let entity = input.entity;
+        let tick = input.tick;
+        let command = input.command;
         let from = out.len();
-        let r = self.inner.check_input(world, entity, tick, command, out);
+        let r = self.inner.check_input(world, input, out);
         if let Command::Move(m) = command {
             let key = (entity, m.dir, m.pos.x.to_bits(), m.pos.y.to_bits());
             let decision = Decision {
