@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     let mut out = vec![0u8; 1200];
     while let Ok(Some(_)) = server.poll_transmit(Instant::ZERO, &mut out) {}
     let mut client =
-        Client::new(ClientConfig::default(), 0u8, b"t", Instant::ZERO).expect("valid config");
+        Client::new(ClientConfig::default(), 0u8, b"t", 1, Instant::ZERO).expect("valid config");
     client.handle_datagram(Instant::ZERO, 0, data);
     while client.poll_event().is_some() {}
 });

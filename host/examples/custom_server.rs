@@ -151,10 +151,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = socket.local_addr()?;
 
     let mut players = Vec::new();
-    for name in ["alice", "bob", "mallory"] {
+    for (nonce, name) in (1..).zip(["alice", "bob", "mallory"]) {
         let s = UdpSocket::bind("127.0.0.1:0")?;
         s.set_nonblocking(true)?;
-        let client = Client::new(ClientConfig::default(), server, name.as_bytes(), now())?;
+        let client = Client::new(
+            ClientConfig::default(),
+            server,
+            name.as_bytes(),
+            nonce,
+            now(),
+        )?;
         players.push(Player {
             name,
             socket: s,

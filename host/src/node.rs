@@ -460,7 +460,7 @@ where
     pub fn shutdown(&mut self) {
         let conns: Vec<ConnId> = self.server.connections().collect();
         for conn in conns {
-            let _ = self.server.reject(conn, DisconnectReason::Kicked);
+            let _ = self.server.reject(conn, DisconnectReason::ShuttingDown);
         }
         self.sessions.clear();
         // Every applied tick is durable; only Disconnects are queued.
@@ -550,11 +550,13 @@ where
                 id
             }
         };
-        if let Err(e) = self.server.accept(conn, id) {
+        let mut spawn = self.rules.spawn(&self.world, id, &hello);
+        // The entity is the node's choice, whatever the rules wrote.
+        spawn.id = id;
+        if let Err(e) = self.server.accept(conn, &spawn, self.rules.client_limits()) {
             warn!(%conn, "cannot accept: {e}");
             return;
         }
-        let spawn = self.rules.spawn(&self.world, id, &hello);
         self.spawns.insert(id, spawn);
         self.sessions.insert(
             id,

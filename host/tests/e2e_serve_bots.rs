@@ -53,7 +53,10 @@ fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
     let sent = number_before(&stdout, " moves sent");
     let found = number_before(&stdout, " acknowledged moves against the journal");
     assert!(sent > 0 && found == sent, "{stdout}");
-    assert!(stdout.contains("server refused         nothing"), "{stdout}");
+    assert!(
+        stdout.contains("server refused         nothing"),
+        "{stdout}"
+    );
 
     // Ctrl-C: the server finishes its tick, closes the journal, says so.
     interrupt(&served.child);

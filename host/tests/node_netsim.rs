@@ -307,8 +307,8 @@ fn run(seed: u64) -> Result<String, String> {
                 } else {
                     token(home)
                 };
-                let client =
-                    Client::new(client_config, SERVER, &t, now).map_err(|e| e.to_string())?;
+                let client = Client::new(client_config, SERVER, &t, rng.next_u64(), now)
+                    .map_err(|e| e.to_string())?;
                 slots.push(Slot {
                     addr: slots.len() as u32 + 1,
                     client,

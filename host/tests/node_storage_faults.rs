@@ -208,7 +208,8 @@ fn a_journal_that_cannot_be_written_stops_the_node_and_loses_no_acknowledged_inp
             MemStorage::new(2),
         )
         .expect("opens");
-        let client = Client::new(ClientConfig::default(), 0, b"", now).expect("client");
+        let client =
+            Client::new(ClientConfig::default(), 0, b"", now.as_micros(), now).expect("client");
         let mut pair = Pair { node, client, now };
         pair.exchange();
         while pair.client.state() != ClientState::Connected {

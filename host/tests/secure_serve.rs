@@ -184,7 +184,7 @@ fn a_keyed_server_admits_token_holders_only() {
     assert_eq!(drive(client, served.addr), Ok(4_294_970_000));
 
     // No token, or a token for another server: refused, with the reason.
-    let bare = Client::new(ClientConfig::default(), served.addr, b"", Instant::ZERO).unwrap();
+    let bare = Client::new(ClientConfig::default(), served.addr, b"", 1, Instant::ZERO).unwrap();
     assert_eq!(
         drive(bare, served.addr),
         Err(DisconnectReason::TokenMissing)
@@ -224,7 +224,7 @@ fn a_server_without_a_key_warns_at_startup() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (data, log) = (dir.path().join("data"), dir.path().join("serve.log"));
     let served = serve(&data, &log, &[]);
-    let bare = Client::new(ClientConfig::default(), served.addr, b"", Instant::ZERO).unwrap();
+    let bare = Client::new(ClientConfig::default(), served.addr, b"", 1, Instant::ZERO).unwrap();
     assert!(drive(bare, served.addr).is_ok());
     drop(served);
     let log = read(&log);

@@ -16,7 +16,8 @@ use serve_common::{interrupt, replay_verify, start_serve, wait_bounded, Driven};
 fn connect(server: SocketAddr) -> Driven {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket.set_nonblocking(true).expect("nonblocking");
-    let client = Client::new(ClientConfig::default(), server, b"t", Instant::ZERO).expect("client");
+    let client =
+        Client::new(ClientConfig::default(), server, b"t", 1, Instant::ZERO).expect("client");
     let mut d = Driven {
         socket,
         client,

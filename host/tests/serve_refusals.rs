@@ -36,8 +36,14 @@ fn hostile_input_is_refused_and_counted_while_bots_are_served() {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket.set_nonblocking(true).expect("nonblocking");
     let epoch = StdInstant::now();
-    let client =
-        Client::new(ClientConfig::default(), server, b"mallory", Instant::ZERO).expect("client");
+    let client = Client::new(
+        ClientConfig::default(),
+        server,
+        b"mallory",
+        1,
+        Instant::ZERO,
+    )
+    .expect("client");
     let mut m = Driven {
         socket,
         client,

@@ -15,8 +15,8 @@ use lockgrid_protocol::token::{
     open_hello_token, ConnectToken, PrivateKey, TokenParams, CONNECT_TOKEN_LEN, HELLO_TOKEN_LEN,
 };
 use lockgrid_protocol::{
-    Client, ClientConfig, ClientEvent, Header, Server, ServerConfig, ServerEvent, ServerSecurity,
-    WorldParams, DEFAULT_MTU,
+    Client, ClientConfig, ClientEvent, ClientLimits, Header, Server, ServerConfig, ServerEvent,
+    ServerSecurity, WorldParams, DEFAULT_MTU,
 };
 
 /// Serves `clients` observers among 2 000 walking NPCs for `ticks` ticks
@@ -54,7 +54,7 @@ fn serve(clients: u64, ticks: u64, secure: bool) -> (f64, f64, f64) {
                     .expect("valid params");
                 Client::with_token(ClientConfig::default(), 0, &t, now).expect("valid")
             } else {
-                Client::new(ClientConfig::default(), 0, b"", now).expect("valid")
+                Client::new(ClientConfig::default(), 0, b"", 1, now).expect("valid")
             }
         })
         .collect();
@@ -85,7 +85,13 @@ fn serve(clients: u64, ticks: u64, secure: bool) -> (f64, f64, f64) {
                 let id = server
                     .token_claims(conn)
                     .map_or(10_000 + u64::from(conn.0 % 1_000_000), |c| c.client_id);
-                server.accept(conn, id).expect("fresh entity");
+                server
+                    .accept(
+                        conn,
+                        &Spawn::npc(id, Pos::from_ints(0, 0)),
+                        ClientLimits::NONE,
+                    )
+                    .expect("fresh entity");
                 let at = Pos::from_ints(100 + (id % 50) as i32 * 100, 100 + (id % 40) as i32 * 150);
                 commands.push(Command::Spawn(Spawn::observer(id, at, Fix::from_num(200))));
             }

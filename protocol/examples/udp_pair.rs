@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::{
-    Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, Server,
-    ServerConfig, ServerEvent, WorldParams, MAX_MTU,
+    Client, ClientConfig, ClientEvent, ClientLimits, ClientState, DisconnectReason, Instant,
+    Server, ServerConfig, ServerEvent, WorldParams, MAX_MTU,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,7 +33,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut world = World::new(config)?;
     let mut server: Server<SocketAddr> =
         Server::new(ServerConfig::default(), WorldParams::from(&config))?;
-    let mut client = Client::new(ClientConfig::default(), server_addr, b"hello", now())?;
+    // A real client draws its nonce at random, once per run.
+    let nonce = u64::from(std::process::id()) << 32 ^ now().as_micros();
+    let mut client = Client::new(ClientConfig::default(), server_addr, b"hello", nonce, now())?;
 
     // Some scenery: NPCs along the client's way.
     let mut commands: Vec<Command> = (1..=10)
@@ -55,13 +57,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             match ev {
                 ServerEvent::Connecting { conn, token, .. } => {
                     if token == b"hello" {
-                        // The client observes through entity 1000, spawned next tick.
-                        server.accept(conn, 1000)?;
-                        commands.push(Command::Spawn(Spawn::observer(
-                            1000,
-                            Pos::from_ints(0, 300),
-                            Fix::from_num(250),
-                        )));
+                        // The client observes through entity 1000, spawned
+                        // next tick; its Welcome says where.
+                        let spawn =
+                            Spawn::observer(1000, Pos::from_ints(0, 300), Fix::from_num(250));
+                        server.accept(conn, &spawn, ClientLimits::NONE)?;
+                        commands.push(Command::Spawn(spawn));
                     } else {
                         server.reject(conn, DisconnectReason::TokenRejected)?;
                     }

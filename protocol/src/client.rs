@@ -138,6 +138,7 @@ pub struct Client<A> {
     config: ClientConfig,
     server: A,
     token: Vec<u8>,
+    nonce: u64,
     state: ClientState,
     now: Instant,
     started: Instant,
@@ -185,11 +186,19 @@ const PEER_ACK_DELAY: core::time::Duration = core::time::Duration::from_millis(2
 const CONTROL_FRAMES_MAX: usize = (1 + 10) * 2 + 1;
 
 impl<A: Clone + PartialEq> Client<A> {
-    /// A client that will say Hello to `server` with `token`.
+    /// A client that will say Hello to `server` with `token` and `nonce`.
+    ///
+    /// `nonce` tells this run of the client from every earlier one on the
+    /// same address: draw it at random (the crate reads no randomness), or
+    /// take any value never used before by this address. The client
+    /// believes only a Welcome that echoes it, so a Welcome or
+    /// acknowledgement delayed from an earlier run is never taken for its
+    /// own.
     pub fn new(
         config: ClientConfig,
         server: A,
         token: &[u8],
+        nonce: u64,
         now: Instant,
     ) -> Result<Self, InvalidConfig> {
         config.validate()?;
@@ -202,6 +211,7 @@ impl<A: Clone + PartialEq> Client<A> {
             config,
             server,
             token: token.to_vec(),
+            nonce,
             state: ClientState::Handshaking,
             now,
             started: now,
@@ -242,7 +252,14 @@ impl<A: Clone + PartialEq> Client<A> {
         token: &ConnectToken,
         now: Instant,
     ) -> Result<Self, InvalidConfig> {
-        let mut client = Self::new(config, server, token.hello_token(), now)?;
+        // The token's own random nonce makes it unique to this
+        // connection; its first bytes serve as the Hello's nonce.
+        let hello = token.hello_token();
+        let mut nonce = [0u8; 8];
+        for (n, b) in nonce.iter_mut().zip(&hello[crate::token::H_NONCE..]) {
+            *n = *b;
+        }
+        let mut client = Self::new(config, server, hello, u64::from_le_bytes(nonce), now)?;
         client.keys = Some(ClientKeys {
             send: PacketKey::new(&token.keys.client_to_server),
             recv: PacketKey::new(&token.keys.server_to_client),
@@ -432,7 +449,7 @@ impl<A: Clone + PartialEq> Client<A> {
             self.stats.packets_dropped += 1;
             return;
         };
-        self.handle_packet(now, &packet);
+        self.handle_packet(now, &packet, false);
     }
 
     /// A datagram to a client with keys: sealed, or a stateless reply in
@@ -447,7 +464,7 @@ impl<A: Clone + PartialEq> Client<A> {
         if seq == 0 {
             match Packet::decode(bytes) {
                 Ok(packet) if self.state == ClientState::Handshaking => {
-                    self.handle_packet(now, &packet);
+                    self.handle_packet(now, &packet, false);
                 }
                 _ => self.stats.packets_dropped += 1,
             }
@@ -474,17 +491,30 @@ impl<A: Clone + PartialEq> Client<A> {
             return;
         }
         match Packet::decode(scratch) {
-            Ok(packet) => self.handle_packet(now, &packet),
+            Ok(packet) => self.handle_packet(now, &packet, true),
             Err(_) => self.stats.packets_dropped += 1,
         }
     }
 
-    /// A packet in clear, or opened: the protocol proper.
-    fn handle_packet(&mut self, now: Instant, packet: &Packet<'_>) {
+    /// A packet in clear, or opened (`sealed`: it authenticated under
+    /// this connection's keys): the protocol proper.
+    fn handle_packet(&mut self, now: Instant, packet: &Packet<'_>, sealed: bool) {
         let h = packet.header;
+        // Before the Welcome only a packet carrying a Welcome that echoes
+        // this run's nonce, an untracked Disconnect, or a packet sealed
+        // with this run's keys is believed: anything else may be a late
+        // packet for an earlier run of this client on its address, whose
+        // acknowledgements and batches are not this run's. Dropped
+        // unacknowledged, it is sent again.
         let conn_ok = match self.welcome {
             Some(w) => h.conn_id == w.conn_id,
-            None => true,
+            None => {
+                h.seq == 0
+                    || sealed
+                    || packet.frames.iter().any(|f| {
+                        matches!(f, Frame::Welcome(w) if w.nonce == self.nonce && w.conn_id == h.conn_id)
+                    })
+            }
         };
         if !conn_ok {
             self.stats.packets_dropped += 1;
@@ -687,6 +717,7 @@ impl<A: Clone + PartialEq> Client<A> {
                 self.last_hello = Some(now);
                 Frame::Hello {
                     version: VERSION,
+                    nonce: self.nonce,
                     token: &self.token,
                 }
                 .write_infallible(&mut w);

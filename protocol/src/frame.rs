@@ -94,13 +94,51 @@ impl From<&Config> for WorldParams {
     }
 }
 
+/// The server's limits that bind a client's inputs, as its Welcome states
+/// them. `None` is a limit the server does not state (its host may still
+/// refuse inputs for reasons of its own, each with a reason code).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Highest speed a Move may carry, in world units per second, and the
+    /// rate at which the client's distance allowance fills.
+    pub max_speed: Option<Fix>,
+    /// How long unused allowance (distance and moves) is saved up, in
+    /// microseconds: the most a client may spend at once.
+    pub burst_us: Option<u64>,
+    /// Moves per second the client may send on average (the rate at which
+    /// its move allowance fills).
+    pub moves_per_sec: Option<u32>,
+    /// The bytes per second the server sends this client at most (plus
+    /// one packet), Enter and Leave events excepted.
+    pub budget_bytes_per_sec: Option<u32>,
+}
+
+impl ClientLimits {
+    /// No stated limits.
+    pub const NONE: ClientLimits = ClientLimits {
+        max_speed: None,
+        burst_us: None,
+        moves_per_sec: None,
+        budget_bytes_per_sec: None,
+    };
+}
+
 /// Server → client: the connection is accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Welcome {
     /// The connection id every later packet carries.
     pub conn_id: u32,
+    /// The nonce of the Hello this Welcome answers: a client believes only
+    /// a Welcome that echoes its own.
+    pub nonce: u64,
     /// The entity this client acts for and observes through.
     pub entity: EntityId,
+    /// The client entity's spawn as the server will apply it in tick
+    /// `tick + 1` (its `id` is `entity`); the client's first accepted
+    /// move is measured from `spawn.pos`.
+    pub spawn: Spawn,
+    /// The limits the server checks the client's inputs against.
+    pub limits: ClientLimits,
     /// The last tick the server has run; the first batch is for `tick + 1`.
     pub tick: u64,
     /// Time between ticks, in microseconds (the tick rate).
@@ -135,6 +173,10 @@ pub enum Frame<'a> {
     Hello {
         /// The protocol version the client speaks.
         version: u8,
+        /// A number the client draws for this run (never reused by the
+        /// same address): the Welcome echoes it, so a client never takes
+        /// a delayed Welcome meant for an earlier run of itself.
+        nonce: u64,
         /// Opaque credentials for the host's token check (at most [`MAX_TOKEN_LEN`] bytes).
         token: &'a [u8],
     },
@@ -216,11 +258,16 @@ impl Frame<'_> {
         w.u8(self.code());
         match self {
             Frame::Padding | Frame::Bye => {}
-            Frame::Hello { version, token } => {
+            Frame::Hello {
+                version,
+                nonce,
+                token,
+            } => {
                 if token.len() > MAX_TOKEN_LEN {
                     return Err(EncodeError::Invalid("token longer than MAX_TOKEN_LEN"));
                 }
                 w.varint(u64::from(*version));
+                w.u64_le(*nonce);
                 w.varint(token.len() as u64);
                 w.bytes(token);
             }
@@ -228,7 +275,13 @@ impl Frame<'_> {
             Frame::Ack { tick } => w.varint(*tick),
             Frame::Ping { stamp } | Frame::Pong { stamp } => w.varint(*stamp),
             Frame::Welcome(wel) => {
+                if wel.spawn.id != wel.entity {
+                    return Err(EncodeError::Invalid(
+                        "the Welcome's spawn names another entity",
+                    ));
+                }
                 w.varint(u64::from(wel.conn_id));
+                w.u64_le(wel.nonce);
                 w.varint(wel.entity);
                 w.varint(wel.tick);
                 w.varint(wel.tick_interval_us);
@@ -245,6 +298,8 @@ impl Frame<'_> {
                 });
                 w.svarint(p.hysteresis.to_bits());
                 w.varint(u64::from(p.max_view));
+                write_spawn_state(w, &wel.spawn);
+                write_limits(w, &wel.limits);
             }
             Frame::TickBatch(b) => {
                 if b.parts == 0 || b.part >= b.parts || b.parts > MAX_PARTS {
@@ -280,9 +335,11 @@ impl<'a> Frame<'a> {
             code::HELLO => {
                 let version =
                     u8::try_from(r.varint()?).map_err(|_| DecodeError::OutOfRange("version"))?;
+                let nonce = r.u64_le()?;
                 let len = r.count(MAX_TOKEN_LEN, 1, "token bytes")?;
                 Frame::Hello {
                     version,
+                    nonce,
                     token: r.bytes(len)?,
                 }
             }
@@ -292,6 +349,7 @@ impl<'a> Frame<'a> {
             code::BYE => Frame::Bye,
             code::WELCOME => {
                 let conn_id = r.varint_u32("conn_id")?;
+                let nonce = r.u64_le()?;
                 let entity = r.varint()?;
                 let tick = r.varint()?;
                 let tick_interval_us = r.varint()?;
@@ -307,9 +365,14 @@ impl<'a> Frame<'a> {
                 };
                 let hysteresis = Fix::from_bits(r.svarint()?);
                 let max_view = r.varint_u32("max_view")?;
+                let spawn = read_spawn_state(r, entity)?;
+                let limits = read_limits(r)?;
                 Frame::Welcome(Welcome {
                     conn_id,
+                    nonce,
                     entity,
+                    spawn,
+                    limits,
                     tick,
                     tick_interval_us,
                     window,
@@ -384,19 +447,100 @@ fn write_input(w: &mut Writer<'_>, input: &InputFrame) -> Result<(), EncodeError
     Ok(())
 }
 
+/// A spawn's fields after its id, as in a Spawn command and a Welcome.
+fn write_spawn_state(w: &mut Writer<'_>, s: &Spawn) {
+    w.svarint(s.pos.x.to_bits());
+    w.svarint(s.pos.y.to_bits());
+    w.varint(u64::from(s.dir));
+    w.svarint(s.speed.to_bits());
+    w.u8(u8::from(s.observer));
+    w.svarint(s.radius.to_bits());
+    w.varint(u64::from(s.layers));
+    w.varint(u64::from(s.interest));
+}
+
+fn read_spawn_state(r: &mut Reader<'_>, id: EntityId) -> Result<Spawn, DecodeError> {
+    Ok(Spawn {
+        id,
+        pos: read_pos(r)?,
+        dir: read_dir(r)?,
+        speed: Fix::from_bits(r.svarint()?),
+        observer: match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(DecodeError::OutOfRange("observer")),
+        },
+        radius: Fix::from_bits(r.svarint()?),
+        layers: r.varint_u32("layers")?,
+        interest: r.varint_u32("interest")?,
+    })
+}
+
+/// Which of a Welcome's limits follow its presence byte.
+mod limit_bit {
+    pub const MAX_SPEED: u8 = 1;
+    pub const BURST: u8 = 2;
+    pub const MOVES_PER_SEC: u8 = 4;
+    pub const BUDGET: u8 = 8;
+    pub const ALL: u8 = MAX_SPEED | BURST | MOVES_PER_SEC | BUDGET;
+}
+
+fn write_limits(w: &mut Writer<'_>, l: &ClientLimits) {
+    let bit = |present: bool, b: u8| if present { b } else { 0 };
+    w.u8(bit(l.max_speed.is_some(), limit_bit::MAX_SPEED)
+        | bit(l.burst_us.is_some(), limit_bit::BURST)
+        | bit(l.moves_per_sec.is_some(), limit_bit::MOVES_PER_SEC)
+        | bit(l.budget_bytes_per_sec.is_some(), limit_bit::BUDGET));
+    if let Some(v) = l.max_speed {
+        w.svarint(v.to_bits());
+    }
+    if let Some(v) = l.burst_us {
+        w.varint(v);
+    }
+    if let Some(v) = l.moves_per_sec {
+        w.varint(u64::from(v));
+    }
+    if let Some(v) = l.budget_bytes_per_sec {
+        w.varint(u64::from(v));
+    }
+}
+
+fn read_limits(r: &mut Reader<'_>) -> Result<ClientLimits, DecodeError> {
+    let present = r.u8()?;
+    if present & !limit_bit::ALL != 0 {
+        return Err(DecodeError::OutOfRange("limits"));
+    }
+    let has = |b: u8| present & b != 0;
+    Ok(ClientLimits {
+        max_speed: if has(limit_bit::MAX_SPEED) {
+            Some(Fix::from_bits(r.svarint()?))
+        } else {
+            None
+        },
+        burst_us: if has(limit_bit::BURST) {
+            Some(r.varint()?)
+        } else {
+            None
+        },
+        moves_per_sec: if has(limit_bit::MOVES_PER_SEC) {
+            Some(r.varint_u32("moves_per_sec")?)
+        } else {
+            None
+        },
+        budget_bytes_per_sec: if has(limit_bit::BUDGET) {
+            Some(r.varint_u32("budget")?)
+        } else {
+            None
+        },
+    })
+}
+
 pub(crate) fn write_command(w: &mut Writer<'_>, c: &Command) {
     match c {
         Command::Spawn(s) => {
             w.u8(CMD_SPAWN);
             w.varint(s.id);
-            w.svarint(s.pos.x.to_bits());
-            w.svarint(s.pos.y.to_bits());
-            w.varint(u64::from(s.dir));
-            w.svarint(s.speed.to_bits());
-            w.u8(u8::from(s.observer));
-            w.svarint(s.radius.to_bits());
-            w.varint(u64::from(s.layers));
-            w.varint(u64::from(s.interest));
+            write_spawn_state(w, s);
         }
         Command::Move(m) => {
             w.u8(CMD_MOVE);
@@ -433,20 +577,10 @@ fn read_dir(r: &mut Reader<'_>) -> Result<Dir, DecodeError> {
 
 fn read_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
     Ok(match r.u8()? {
-        CMD_SPAWN => Command::Spawn(Spawn {
-            id: r.varint()?,
-            pos: read_pos(r)?,
-            dir: read_dir(r)?,
-            speed: Fix::from_bits(r.svarint()?),
-            observer: match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(DecodeError::OutOfRange("observer")),
-            },
-            radius: Fix::from_bits(r.svarint()?),
-            layers: r.varint_u32("layers")?,
-            interest: r.varint_u32("interest")?,
-        }),
+        CMD_SPAWN => {
+            let id = r.varint()?;
+            Command::Spawn(read_spawn_state(r, id)?)
+        }
         CMD_MOVE => Command::Move(Move {
             id: r.varint()?,
             pos: read_pos(r)?,

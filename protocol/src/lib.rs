@@ -41,7 +41,7 @@
 //!
 //! ```no_run
 //! use lockgrid_kernel::{Command, Config, Fix, Pos, Spawn, World};
-//! use lockgrid_protocol::{Instant, Server, ServerConfig, ServerEvent, WorldParams};
+//! use lockgrid_protocol::{ClientLimits, Instant, Server, ServerConfig, ServerEvent, WorldParams};
 //! # fn socket_recv() -> Option<(u32, Vec<u8>)> { None }
 //! # fn socket_send(_to: u32, _bytes: &[u8]) {}
 //! # fn clock_micros() -> u64 { 0 }
@@ -72,9 +72,11 @@
 //!             ServerEvent::Connecting { conn, token, .. } => {
 //!                 if token_ok(&token) {
 //!                     next_entity += 1;
-//!                     server.accept(conn, next_entity).expect("fresh entity");
+//!                     // The Welcome tells the client its spawn and limits.
 //!                     let at = Pos::from_ints(100, 100);
-//!                     commands.push(Command::Spawn(Spawn::observer(next_entity, at, Fix::from_num(150))));
+//!                     let spawn = Spawn::observer(next_entity, at, Fix::from_num(150));
+//!                     server.accept(conn, &spawn, ClientLimits::NONE).expect("fresh entity");
+//!                     commands.push(Command::Spawn(spawn));
 //!                 } else {
 //!                     let _ = server.reject(conn, lockgrid_protocol::DisconnectReason::TokenRejected);
 //!                 }
@@ -131,7 +133,7 @@ pub use config::{
     ClientConfig, InvalidConfig, ServerConfig, ServerSecurity, DEFAULT_MTU, MAX_MTU, MIN_MTU,
 };
 pub use error::{BatchError, BufferTooSmall, DecodeError, EncodeError};
-pub use frame::{Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams};
+pub use frame::{ClientLimits, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams};
 pub use packet::{Header, Packet, HEADER_LEN, MAGIC, VERSION};
 pub use reason::DisconnectReason;
 pub use server::{ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats};

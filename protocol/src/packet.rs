@@ -9,7 +9,7 @@ use crate::wire::{Reader, Writer};
 /// The first two bytes of every packet: `LG`.
 pub const MAGIC: [u8; 2] = *b"LG";
 /// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes in a packet header.
 pub const HEADER_LEN: usize = 19;
 /// The smallest datagram a client's first packet may be; a server answers

@@ -46,6 +46,8 @@ pub enum DisconnectReason {
     TokenWrongServer,
     /// 18: the token already opened a connection (from this or another address).
     TokenReused,
+    /// 19: the server is shutting down (the client may reconnect later).
+    ShuttingDown,
     /// A code this version does not know.
     Other(u8),
 }
@@ -72,6 +74,7 @@ impl DisconnectReason {
             DisconnectReason::TokenWrongProtocol => 16,
             DisconnectReason::TokenWrongServer => 17,
             DisconnectReason::TokenReused => 18,
+            DisconnectReason::ShuttingDown => 19,
             DisconnectReason::Other(c) => c,
         }
     }
@@ -97,6 +100,7 @@ impl DisconnectReason {
             16 => DisconnectReason::TokenWrongProtocol,
             17 => DisconnectReason::TokenWrongServer,
             18 => DisconnectReason::TokenReused,
+            19 => DisconnectReason::ShuttingDown,
             c => DisconnectReason::Other(c),
         }
     }
@@ -125,6 +129,7 @@ impl fmt::Display for DisconnectReason {
             }
             DisconnectReason::TokenWrongServer => f.write_str("connect token for another server"),
             DisconnectReason::TokenReused => f.write_str("connect token already used"),
+            DisconnectReason::ShuttingDown => f.write_str("server shutting down"),
             DisconnectReason::Other(c) => write!(f, "reason {c}"),
         }
     }

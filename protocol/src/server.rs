@@ -4,13 +4,13 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
 
-use lockgrid_kernel::{Command, EntityId, Event};
+use lockgrid_kernel::{Command, EntityId, Event, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
 use crate::error::BufferTooSmall;
-use crate::frame::{Frame, InputFrame, TickBatch, Welcome, WorldParams};
+use crate::frame::{ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
@@ -221,9 +221,14 @@ struct Conn<A> {
     /// What the connect token said, when the server has a key.
     claims: Option<TokenClaims>,
     keys: Option<ConnKeys>,
-    /// The token of the Hello that opened the connection: a Hello from
-    /// the same address with another token is a new client there.
+    /// The token and nonce of the Hello that opened the connection: a
+    /// Hello from the same address with another token or nonce is a new
+    /// client there.
     hello_token: Vec<u8>,
+    hello_nonce: u64,
+    /// The client entity's spawn and limits, told in the Welcome.
+    spawn: Option<Spawn>,
+    limits: ClientLimits,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
     stats: ConnStats,
@@ -624,7 +629,9 @@ impl<A: Clone + Ord> Server<A> {
         };
         let same_token = packet.header.conn_id == 0
             && packet.frames.iter().any(|f| match f {
-                Frame::Hello { token, .. } => *token == c.hello_token.as_slice(),
+                Frame::Hello { token, nonce, .. } => {
+                    *token == c.hello_token.as_slice() && *nonce == c.hello_nonce
+                }
                 _ => false,
             });
         if same_token {
@@ -635,16 +642,18 @@ impl<A: Clone + Ord> Server<A> {
         }
     }
 
-    /// Whether `packet` is a Hello (connection id 0) whose token differs
-    /// from the one connection `id` began with: another client on its
-    /// address, not the same client asking again.
+    /// Whether `packet` is a Hello (connection id 0) whose token or nonce
+    /// differs from the one connection `id` began with: another client on
+    /// its address, not the same client asking again.
     fn is_other_hello(&self, id: u32, packet: &Packet<'_>) -> bool {
         let Some(c) = self.conns.get(&id) else {
             return false;
         };
         packet.header.conn_id == 0
             && packet.frames.iter().any(|f| match f {
-                Frame::Hello { token, .. } => *token != c.hello_token.as_slice(),
+                Frame::Hello { token, nonce, .. } => {
+                    *token != c.hello_token.as_slice() || *nonce != c.hello_nonce
+                }
                 _ => false,
             })
     }
@@ -679,10 +688,14 @@ impl<A: Clone + Ord> Server<A> {
         replacing: Option<u32>,
     ) {
         let hello = packet.frames.iter().find_map(|f| match f {
-            Frame::Hello { version, token } => Some((*version, *token)),
+            Frame::Hello {
+                version,
+                nonce,
+                token,
+            } => Some((*version, *nonce, *token)),
             _ => None,
         });
-        let Some((version, token)) = hello else {
+        let Some((version, nonce, token)) = hello else {
             if self.conns.contains_key(&packet.header.conn_id) {
                 self.stats.address_mismatch += 1;
             }
@@ -748,6 +761,9 @@ impl<A: Clone + Ord> Server<A> {
             claims,
             keys,
             hello_token: token.to_vec(),
+            hello_nonce: nonce,
+            spawn: None,
+            limits: ClientLimits::NONE,
             pending: VecDeque::new(),
             pending_bytes: 0,
             stats: ConnStats {
@@ -818,14 +834,22 @@ impl<A: Clone + Ord> Server<A> {
     }
 
     /// Accepts a connection announced by [`ServerEvent::Connecting`]: the
-    /// client acts for and observes through `entity`.
+    /// client acts for and observes through `spawn.id`, which the host
+    /// spawns with `spawn` in the next tick; the Welcome tells the client
+    /// its spawn and `limits`.
     ///
     /// The client's first batch is for the tick after the last one pushed,
-    /// and starts from an empty view: spawn `entity` in a later tick (its
+    /// and starts from an empty view: spawn the entity in a later tick (its
     /// initial view then arrives as Enters). An entity that is already
     /// alive would have a view the client never saw; the connection would
     /// end with [`DisconnectReason::Desync`].
-    pub fn accept(&mut self, conn: ConnId, entity: EntityId) -> Result<(), ConnError> {
+    pub fn accept(
+        &mut self,
+        conn: ConnId,
+        spawn: &Spawn,
+        limits: ClientLimits,
+    ) -> Result<(), ConnError> {
+        let entity = spawn.id;
         if self.by_entity.contains_key(&entity) {
             return Err(ConnError::EntityInUse);
         }
@@ -841,6 +865,8 @@ impl<A: Clone + Ord> Server<A> {
             return Err(ConnError::NotTokenClient);
         }
         c.entity = Some(entity);
+        c.spawn = Some(*spawn);
+        c.limits = limits;
         c.welcome_due = true;
         c.welcome_tick = last;
         self.by_entity.insert(entity, conn.0);
@@ -1274,12 +1300,15 @@ impl<A> Conn<A> {
         let mut w = Writer::new(buf);
         header.write(&mut w);
         let mut eliciting = false;
-        if self.welcome_due {
+        if let (true, Some(spawn)) = (self.welcome_due, self.spawn) {
             self.welcome_due = false;
             eliciting = true;
             Frame::Welcome(Welcome {
                 conn_id: self.id.0,
-                entity: self.entity.unwrap_or_default(),
+                nonce: self.hello_nonce,
+                entity: spawn.id,
+                spawn,
+                limits: self.limits,
                 tick: self.welcome_tick,
                 tick_interval_us,
                 window,

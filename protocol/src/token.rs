@@ -270,7 +270,7 @@ const P_USER: usize = P_ADDRS + 1 + MAX_SERVER_ADDRESSES * ADDRESS_LEN;
 const H_PROTOCOL: usize = 1;
 const H_CREATE: usize = 9;
 const H_EXPIRE: usize = 17;
-const H_NONCE: usize = TOKEN_AAD_LEN;
+pub(crate) const H_NONCE: usize = TOKEN_AAD_LEN;
 const H_PRIVATE: usize = H_NONCE + TOKEN_NONCE_LEN;
 const H_TAG: usize = H_PRIVATE + PRIVATE_LEN;
 // Offsets inside the whole connect token.

@@ -8,10 +8,11 @@ mod common;
 use std::time::Duration;
 
 use common::lan::{key, server_socket, Lan, PROTOCOL_ID};
+use lockgrid_kernel::{Pos, Spawn};
 use lockgrid_protocol::token::{
     open_hello_token, ConnectToken, PrivateKey, TokenError, CONNECT_TOKEN_LEN, HELLO_TOKEN_LEN,
 };
-use lockgrid_protocol::{ClientState, ConnError, DisconnectReason, ServerEvent};
+use lockgrid_protocol::{ClientLimits, ClientState, ConnError, DisconnectReason, ServerEvent};
 
 const HONEST: u32 = 1;
 const OTHER: u32 = 2;
@@ -204,8 +205,22 @@ fn the_host_can_accept_a_token_only_as_its_client_id() {
     let Some(ServerEvent::Connecting { conn, .. }) = lan.server.poll_event() else {
         panic!("no Connecting event");
     };
-    assert_eq!(lan.server.accept(conn, 778), Err(ConnError::NotTokenClient));
-    assert_eq!(lan.server.accept(conn, 777), Ok(()));
+    assert_eq!(
+        lan.server.accept(
+            conn,
+            &Spawn::npc(778, Pos::from_ints(0, 0)),
+            ClientLimits::NONE
+        ),
+        Err(ConnError::NotTokenClient)
+    );
+    assert_eq!(
+        lan.server.accept(
+            conn,
+            &Spawn::npc(777, Pos::from_ints(0, 0)),
+            ClientLimits::NONE
+        ),
+        Ok(())
+    );
 }
 
 #[test]

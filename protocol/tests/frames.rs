@@ -43,7 +43,7 @@ proptest! {
         let p = Packet::decode(&buf[..len]).unwrap();
         prop_assert_eq!(p.header, header);
         prop_assert_eq!(&p.frames, &pick);
-        prop_assert_eq!(peek_version(&buf[..len]), Some(1));
+        prop_assert_eq!(peek_version(&buf[..len]), Some(2));
     }
 }
 
@@ -51,7 +51,8 @@ proptest! {
 fn invalid_values_have_no_encoding() {
     let long = [0u8; MAX_TOKEN_LEN + 1];
     let hello = Frame::Hello {
-        version: 1,
+        version: 2,
+        nonce: 0,
         token: &long,
     };
     assert!(matches!(hello.encoded_len(), Err(EncodeError::Invalid(_))));
@@ -72,8 +73,15 @@ fn typed_errors_for_bad_headers_and_codes() {
         Header::decode(b"LG\x07"),
         Err(DecodeError::UnsupportedVersion(7))
     );
+    // Version 1 is not this version: its peers get version_mismatch.
     assert_eq!(
-        Header::decode(b"LG\x01\x00"),
+        Header::decode(
+            b"LG\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+        ),
+        Err(DecodeError::UnsupportedVersion(1))
+    );
+    assert_eq!(
+        Header::decode(b"LG\x02\x00"),
         Err(DecodeError::UnexpectedEnd)
     );
     assert_eq!(Frame::decode(&[0x42]), Err(DecodeError::UnknownFrame(0x42)));
@@ -83,7 +91,7 @@ fn typed_errors_for_bad_headers_and_codes() {
         Err(DecodeError::TooMany("inputs"))
     );
     assert_eq!(
-        Frame::decode(&[0x01, 0x01, 0xff, 0x01]),
+        Frame::decode(&[0x01, 0x02, 1, 2, 3, 4, 5, 6, 7, 8, 0xff, 0x01]),
         Err(DecodeError::TooMany("token bytes"))
     );
 }

@@ -2,12 +2,14 @@
 //! packet, with the decoded value beside them. A changed byte here is a
 //! wire-format change and needs a version bump.
 
-use lockgrid_kernel::{Command, CommandKind, Event, Fix, Move, Pos, RejectReason, Visibility};
+use lockgrid_kernel::{
+    Command, CommandKind, Event, Fix, Move, Pos, RejectReason, Spawn, Visibility,
+};
 use lockgrid_protocol::batch::encode_part;
 use lockgrid_protocol::packet::encode_packet;
 use lockgrid_protocol::{
-    DisconnectReason, Frame, Header, InputEntry, InputFrame, Packet, TickBatch, View, Welcome,
-    WorldParams,
+    ClientLimits, DisconnectReason, Frame, Header, InputEntry, InputFrame, Packet, TickBatch, View,
+    Welcome, WorldParams,
 };
 
 fn hex(bytes: &[u8]) -> String {
@@ -51,7 +53,15 @@ fn frame_codes_and_bytes() {
     let token = b"secret";
     let welcome = Welcome {
         conn_id: 0x1234_5678,
+        nonce: 0x0102_0304_0506_0708,
         entity: 1001,
+        spawn: Spawn::observer(1001, Pos::from_ints(-150, 40), Fix::from_num(100)),
+        limits: ClientLimits {
+            max_speed: Some(Fix::from_num(200)),
+            burst_us: Some(1_000_000),
+            moves_per_sec: Some(160),
+            budget_bytes_per_sec: None,
+        },
         tick: 300,
         tick_interval_us: 50_000,
         window: 100,
@@ -59,7 +69,14 @@ fn frame_codes_and_bytes() {
     };
     let frames: Vec<(&str, Frame<'_>)> = vec![
         ("00_padding", Frame::Padding),
-        ("01_hello", Frame::Hello { version: 1, token }),
+        (
+            "01_hello",
+            Frame::Hello {
+                version: 2,
+                nonce: 0x0102_0304_0506_0708,
+                token,
+            },
+        ),
         (
             "02_input",
             Frame::Input(InputFrame {
@@ -110,7 +127,7 @@ fn frame_codes_and_bytes() {
 
 #[test]
 fn reason_codes() {
-    let table: String = (0..=19u8)
+    let table: String = (0..=20u8)
         .map(|c| format!("{c:>3} {:?}\n", DisconnectReason::from_code(c)))
         .collect();
     golden!("disconnect_reasons", table);

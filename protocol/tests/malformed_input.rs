@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use common::canonical::{check_packet, check_part};
 use common::{random_frames, random_tick, Rng};
-use lockgrid_kernel::Config;
+use lockgrid_kernel::{Config, Pos, Spawn};
 use lockgrid_protocol::batch::encode_part;
 use lockgrid_protocol::packet::encode_packet;
 use lockgrid_protocol::{
-    Client, ClientConfig, Header, Instant, Packet, Server, ServerConfig, ServerEvent, View,
-    WorldParams,
+    Client, ClientConfig, ClientLimits, Header, Instant, Packet, Server, ServerConfig, ServerEvent,
+    View, WorldParams,
 };
 use proptest::prelude::*;
 
@@ -126,7 +126,7 @@ fn endpoints_survive_mutated_traffic() {
     let mut server: Server<u32> =
         Server::new(ServerConfig::default(), WorldParams::from(&config)).unwrap();
     let mut now = Instant::from_micros(1);
-    let mut client = Client::new(ClientConfig::default(), 0u32, b"t", now).unwrap();
+    let mut client = Client::new(ClientConfig::default(), 0u32, b"t", 1, now).unwrap();
     let mut buf = vec![0u8; 1200];
     // Establish a real connection so mutated packets reach connection state.
     let t = client.poll_transmit(now, &mut buf).unwrap().unwrap();
@@ -134,7 +134,13 @@ fn endpoints_survive_mutated_traffic() {
     let Some(ServerEvent::Connecting { conn, .. }) = server.poll_event() else {
         panic!("expected a connection");
     };
-    server.accept(conn, 99).unwrap();
+    server
+        .accept(
+            conn,
+            &Spawn::npc(99, Pos::from_ints(0, 0)),
+            ClientLimits::NONE,
+        )
+        .unwrap();
     let mut sent_by_server = Vec::new();
     let mut sent_by_client = Vec::new();
     for tick in 1..=400u64 {

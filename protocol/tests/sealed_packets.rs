@@ -249,7 +249,7 @@ fn a_disconnect_in_clear_does_not_end_a_sealed_connection() {
     let mut len = header.encode(&mut buf).unwrap();
     buf[len..len + 2].copy_from_slice(&[0x13, DisconnectReason::Kicked.code()]);
     len += 2;
-    assert_eq!(peek_version(&buf), Some(1));
+    assert_eq!(peek_version(&buf), Some(2));
     lan.inject_to(SERVER, HONEST, buf[..len].to_vec());
     honest_goes_on(&mut lan, HONEST);
 }

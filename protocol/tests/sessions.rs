@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use lockgrid_kernel::{Command, Config, Fix, Move, Pos};
+use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn};
 use lockgrid_protocol::packet::{encode_packet, MIN_INITIAL_LEN};
 use lockgrid_protocol::{
-    Client, ClientConfig, ClientEvent, ClientState, ConnError, ConnId, DisconnectReason, Frame,
-    Header, InputEntry, InputFrame, Instant, Packet, PushTickError, Server, ServerConfig,
-    ServerEvent, WorldParams,
+    Client, ClientConfig, ClientEvent, ClientLimits, ClientState, ConnError, ConnId,
+    DisconnectReason, Frame, Header, InputEntry, InputFrame, Instant, Packet, PushTickError,
+    Server, ServerConfig, ServerEvent, WorldParams,
 };
 
 const SERVER: u32 = 0;
@@ -32,7 +32,14 @@ impl Pair {
         Pair {
             now,
             server: Server::new(server_config, WorldParams::from(&Config::default())).unwrap(),
-            client: Client::new(ClientConfig::default(), SERVER, token, now).unwrap(),
+            client: Client::new(
+                ClientConfig::default(),
+                SERVER,
+                token,
+                token.len() as u64,
+                now,
+            )
+            .unwrap(),
             wire: Vec::new(),
             cut_uplink: false,
             server_events: Vec::new(),
@@ -66,7 +73,13 @@ impl Pair {
             }
             while let Some(e) = self.server.poll_event() {
                 if let (true, ServerEvent::Connecting { conn, .. }) = (accept, &e) {
-                    self.server.accept(*conn, 7).unwrap();
+                    self.server
+                        .accept(
+                            *conn,
+                            &Spawn::npc(7, Pos::from_ints(0, 0)),
+                            ClientLimits::NONE,
+                        )
+                        .unwrap();
                 }
                 self.server_events.push(e);
             }
@@ -134,6 +147,7 @@ fn hello_bytes(header_version: u8, hello_version: u8) -> Vec<u8> {
         },
         &[Frame::Hello {
             version: hello_version,
+            nonce: 1,
             token: b"x",
         }],
         &mut buf,
@@ -170,9 +184,12 @@ fn only_reply(server: &mut Server<u32>) -> Option<DisconnectReason> {
 #[test]
 fn wrong_version_gets_a_disconnect_never_silence() {
     let mut s = server();
-    s.handle_datagram(Instant::ZERO, 5, &hello_bytes(2, 2));
+    s.handle_datagram(Instant::ZERO, 5, &hello_bytes(3, 3));
     assert_eq!(only_reply(&mut s), Some(DisconnectReason::VersionMismatch));
-    s.handle_datagram(Instant::ZERO, 5, &hello_bytes(1, 9));
+    // A version 1 client hears it too.
+    s.handle_datagram(Instant::ZERO, 5, &hello_bytes(1, 1));
+    assert_eq!(only_reply(&mut s), Some(DisconnectReason::VersionMismatch));
+    s.handle_datagram(Instant::ZERO, 5, &hello_bytes(2, 9));
     assert_eq!(only_reply(&mut s), Some(DisconnectReason::VersionMismatch));
     assert!(s.poll_event().is_none(), "no connection was opened");
     // Too short to answer without amplifying: dropped and counted.
@@ -184,7 +201,7 @@ fn wrong_version_gets_a_disconnect_never_silence() {
 #[test]
 fn a_client_facing_another_version_reports_it() {
     let now = Instant::from_micros(1);
-    let mut c = Client::new(ClientConfig::default(), SERVER, b"t", now).unwrap();
+    let mut c = Client::new(ClientConfig::default(), SERVER, b"t", 1, now).unwrap();
     let mut reply = vec![0u8; 32];
     let n = encode_packet(
         &Header::default(),
@@ -225,7 +242,11 @@ fn handshake_welcome_and_token_hook() {
         (p.conn().0, 0, 50_000)
     );
     assert_eq!(
-        p.server.accept(p.conn(), 8),
+        p.server.accept(
+            p.conn(),
+            &Spawn::npc(8, Pos::from_ints(0, 0)),
+            ClientLimits::NONE
+        ),
         Err(ConnError::AlreadyAccepted)
     );
 

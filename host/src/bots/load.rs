@@ -176,7 +176,19 @@ pub(super) fn generate_load(
                 .map_err(BotsError::Options)?;
                 Client::with_token(ClientConfig::default(), opts.server, &token, now)
             }
-            None => Client::new(ClientConfig::default(), opts.server, b"lockgrid-bots", now),
+            None => {
+                // A fresh nonce per run: a bot restarted on a reused port
+                // must not take a late Welcome of the earlier run.
+                let nonce = getrandom::u64()
+                    .unwrap_or_else(|_| mix(opts.seed ^ i as u64 ^ now.as_micros()));
+                Client::new(
+                    ClientConfig::default(),
+                    opts.server,
+                    b"lockgrid-bots",
+                    nonce,
+                    now,
+                )
+            }
         }
         .map_err(|e| BotsError::Options(e.to_string()))?;
         bots.push(Bot {

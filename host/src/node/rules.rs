@@ -1,7 +1,7 @@
 //! The game rules a node runs: the trait an embedder implements.
 
 use lockgrid_kernel::{Command, EntityId, Spawn, World};
-use lockgrid_protocol::{DisconnectReason, Instant, TokenClaims};
+use lockgrid_protocol::{ClientLimits, DisconnectReason, Instant, TokenClaims};
 
 /// What a client brought to its Hello, for [`Rules::admit`] and
 /// [`Rules::spawn`] to decide on.
@@ -164,6 +164,12 @@ pub trait Rules {
     /// `hello` is the one [`admit`](Self::admit) accepted (an account, a
     /// saved position in the user data). It is applied in the next tick.
     fn spawn(&mut self, world: &World, entity: EntityId, hello: &ClientHello<'_>) -> Spawn;
+
+    /// The limits a client's inputs are checked against, as its Welcome
+    /// tells the client (none stated by default).
+    fn client_limits(&self) -> ClientLimits {
+        ClientLimits::NONE
+    }
 
     /// One command a client sent for its own entity: push what it becomes
     /// onto `out` (itself, a rewritten command, several, or none), or

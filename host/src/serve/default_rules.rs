@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use lockgrid_kernel::{Command, EntityId, Fix, Spawn, World};
-use lockgrid_protocol::DisconnectReason;
+use lockgrid_protocol::{ClientLimits, DisconnectReason};
 use tracing::info;
 
 use super::rules::{
@@ -82,6 +82,10 @@ impl Rules for DefaultRules {
         let spawn = client_spawn(world.config(), entity);
         self.allowances.insert(entity, Allowance::new(spawn.pos));
         spawn
+    }
+
+    fn client_limits(&self) -> ClientLimits {
+        self.limits.stated()
     }
 
     fn check_input(

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use lockgrid_kernel::{Config, EntityId, Fix, Move, Pos, Spawn};
-use lockgrid_protocol::{Instant, WorldParams};
+use lockgrid_protocol::{ClientLimits, Instant, WorldParams};
 
 /// Why the host refused something a client sent (the node's reasons).
 pub use crate::node::Refusal;
@@ -143,6 +143,16 @@ pub struct MoveLimits {
 }
 
 impl MoveLimits {
+    /// The limits as a client's Welcome states them.
+    pub fn stated(self) -> ClientLimits {
+        ClientLimits {
+            max_speed: Some(self.max_speed),
+            burst_us: Some(u64::try_from(BURST.as_micros()).unwrap_or(u64::MAX)),
+            moves_per_sec: Some(u32::try_from(self.moves_per_sec()).unwrap_or(u32::MAX)),
+            budget_bytes_per_sec: None,
+        }
+    }
+
     fn speed_bits(self) -> u128 {
         u128::from(self.max_speed.to_bits().max(0).unsigned_abs())
     }

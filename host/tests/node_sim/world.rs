@@ -211,7 +211,10 @@ struct Sim {
     quiet: bool,
 }
 
-fn node_config(plan: &Plan) -> NodeConfig {
+/// The node's configuration; `run` numbers the node's starts, since a
+/// server draws fresh connection ids each time it starts (as `lockgrid
+/// serve` does), so packets of a crashed run never pass for the next one's.
+fn node_config(plan: &Plan, run: u64) -> NodeConfig {
     NodeConfig {
         server: ServerConfig {
             mtu: plan.mtu,
@@ -219,7 +222,7 @@ fn node_config(plan: &Plan) -> NodeConfig {
             idle_timeout: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(2),
             tick_interval: Duration::from_micros(TICK_US),
-            conn_id_seed: plan.seed,
+            conn_id_seed: plan.seed ^ run.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             max_unacked_ticks: 60,
             ..ServerConfig::default()
         },
@@ -253,7 +256,7 @@ impl Sim {
     fn open(&mut self, disk: MemStorage) -> Result<(), String> {
         let (node, _report) = Node::open(
             self.now,
-            node_config(&self.plan),
+            node_config(&self.plan, self.out.crashes.values().sum()),
             &self.plan.config,
             self.rules(),
             disk,
@@ -708,8 +711,14 @@ impl Sim {
                 Kind::Walker
             };
             self.next_addr += 1;
-            let client = Client::new(client_config(&self.plan), SERVER, b"", self.now)
-                .map_err(|e| e.to_string())?;
+            let client = Client::new(
+                client_config(&self.plan),
+                SERVER,
+                b"",
+                self.rng.next_u64(),
+                self.now,
+            )
+            .map_err(|e| e.to_string())?;
             self.clients.push(SimClient {
                 addr: self.next_addr,
                 client,
@@ -812,8 +821,14 @@ impl Sim {
         // Each run of a game client says Hello with a token of its own (a
         // session ticket), which is how the server tells it from the last.
         let run = format!("run {}", self.out.reconnects + 1);
-        let client = Client::new(client_config(&self.plan), SERVER, run.as_bytes(), self.now)
-            .map_err(|e| e.to_string())?;
+        let client = Client::new(
+            client_config(&self.plan),
+            SERVER,
+            run.as_bytes(),
+            self.rng.next_u64(),
+            self.now,
+        )
+        .map_err(|e| e.to_string())?;
         let c = &mut self.clients[i];
         (c.client, c.entity, c.acked, c.gone) = (client, None, 0, false);
         c.sent.clear();

@@ -8,8 +8,8 @@ use std::time::Duration;
 use lockgrid_kernel::{Command, Config, Dir, Event, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::token::{ConnectToken, PrivateKey, TokenParams};
 use lockgrid_protocol::{
-    Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, Instant, Server,
-    ServerConfig, ServerEvent, ServerSecurity, WorldParams,
+    Client, ClientConfig, ClientEvent, ClientLimits, ClientState, DisconnectReason, Instant,
+    Server, ServerConfig, ServerEvent, ServerSecurity, WorldParams,
 };
 
 use super::Rng;
@@ -126,7 +126,14 @@ impl Lan {
 
     /// A client at `addr` whose Hello carries `raw` as its token.
     pub fn add_raw_client(&mut self, addr: u32, raw: &[u8]) {
-        let c = Client::new(ClientConfig::default(), SERVER, raw, self.now).unwrap();
+        let c = Client::new(
+            ClientConfig::default(),
+            SERVER,
+            raw,
+            u64::from(addr) << 32 ^ self.now.as_micros(),
+            self.now,
+        )
+        .unwrap();
         self.clients.insert(addr, c);
     }
 
@@ -170,7 +177,13 @@ impl Lan {
                         Some(claims) => claims.client_id,
                         None => 10_000 + u64::from(conn.0 % 1000),
                     };
-                    self.server.accept(*conn, entity).unwrap();
+                    self.server
+                        .accept(
+                            *conn,
+                            &Spawn::npc(entity, Pos::from_ints(0, 0)),
+                            ClientLimits::NONE,
+                        )
+                        .unwrap();
                     let at = Pos::from_ints(100 + (entity % 40) as i32 * 10, 100);
                     self.commands.push(Command::Spawn(Spawn::observer(
                         entity,

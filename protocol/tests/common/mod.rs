@@ -242,7 +242,7 @@ pub fn view_map(v: &View) -> BTreeMap<EntityId, Seen> {
 
 use lockgrid_kernel::{Command, Move, Spawn, Visibility};
 use lockgrid_protocol::{
-    DisconnectReason, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams,
+    ClientLimits, DisconnectReason, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams,
 };
 
 pub fn random_command(rng: &mut Rng) -> Command {
@@ -252,16 +252,7 @@ pub fn random_command(rng: &mut Rng) -> Command {
         fix(rng.next_u64() as i64 >> rng.below(64)),
     );
     match rng.below(3) {
-        0 => Command::Spawn(Spawn {
-            id,
-            pos,
-            dir: rng.next_u64() as u16,
-            speed: fix(rng.next_u64() as i64 >> rng.below(64)),
-            observer: rng.chance(500_000),
-            radius: fix(rng.next_u64() as i64 >> rng.below(64)),
-            layers: rng.next_u64() as u32,
-            interest: rng.next_u64() as u32,
-        }),
+        0 => Command::Spawn(random_spawn(rng, id)),
         1 => Command::Move(Move {
             id,
             pos,
@@ -269,6 +260,35 @@ pub fn random_command(rng: &mut Rng) -> Command {
             speed: fix(rng.next_u64() as i64 >> rng.below(64)),
         }),
         _ => Command::Despawn { id },
+    }
+}
+
+/// A random spawn of `id`.
+pub fn random_spawn(rng: &mut Rng, id: u64) -> Spawn {
+    Spawn {
+        id,
+        pos: Pos::new(
+            fix(rng.next_u64() as i64 >> rng.below(64)),
+            fix(rng.next_u64() as i64 >> rng.below(64)),
+        ),
+        dir: rng.next_u64() as u16,
+        speed: fix(rng.next_u64() as i64 >> rng.below(64)),
+        observer: rng.chance(500_000),
+        radius: fix(rng.next_u64() as i64 >> rng.below(64)),
+        layers: rng.next_u64() as u32,
+        interest: rng.next_u64() as u32,
+    }
+}
+
+/// Random client limits, each stated or not.
+pub fn random_limits(rng: &mut Rng) -> ClientLimits {
+    ClientLimits {
+        max_speed: rng
+            .chance(500_000)
+            .then(|| fix(rng.next_u64() as i64 >> rng.below(64))),
+        burst_us: rng.chance(500_000).then(|| rng.next_u64() >> rng.below(64)),
+        moves_per_sec: rng.chance(500_000).then(|| rng.next_u64() as u32),
+        budget_bytes_per_sec: rng.chance(500_000).then(|| rng.next_u64() as u32),
     }
 }
 
@@ -294,10 +314,12 @@ pub fn random_frames<'a>(rng: &mut Rng, store: &'a [u8]) -> Vec<Frame<'a>> {
         })
         .collect();
     let parts = 1 + r.below(1024) as u16;
+    let entity = r.next_u64() >> r.below(64);
     let frames = vec![
         Frame::Padding,
         Frame::Hello {
             version: r.next_u64() as u8,
+            nonce: r.next_u64(),
             token,
         },
         Frame::Input(InputFrame {
@@ -313,7 +335,10 @@ pub fn random_frames<'a>(rng: &mut Rng, store: &'a [u8]) -> Vec<Frame<'a>> {
         Frame::Bye,
         Frame::Welcome(Welcome {
             conn_id: r.next_u64() as u32,
-            entity: r.next_u64() >> r.below(64),
+            nonce: r.next_u64(),
+            entity,
+            spawn: random_spawn(r, entity),
+            limits: random_limits(r),
             tick: r.next_u64() >> r.below(64),
             tick_interval_us: r.next_u64() >> r.below(64),
             window: r.next_u64() as u32,
