@@ -199,7 +199,7 @@ fn params(seed: u64) -> (Config, usize, Faults) {
         // Crowd culling by capacity.
         config.max_view = 8;
     }
-    let mtu = [200, 300, 576, 1200][(seed % 4) as usize];
+    let mtu = [256, 300, 576, 1200][(seed % 4) as usize];
     let faults = Faults {
         loss: rng.below(200_001),
         dup: rng.below(100_001),

@@ -11,9 +11,10 @@ use crate::token::PrivateKey;
 
 /// Default largest datagram, in bytes (fits common paths without IP fragmentation).
 pub const DEFAULT_MTU: usize = 1200;
-/// Smallest MTU an endpoint accepts: room for the header, a tick-batch frame
-/// and the largest single event.
-pub const MIN_MTU: usize = 200;
+/// Smallest MTU an endpoint accepts: room for the header, the largest
+/// Welcome (190 bytes) with a Pong beside it and a seal, or a tick-batch
+/// frame with the largest single event.
+pub const MIN_MTU: usize = 256;
 /// Largest MTU an endpoint accepts (the largest UDP payload).
 pub const MAX_MTU: usize = 65_507;
 
