@@ -11,8 +11,8 @@
 //! for its entity build up to its last tick; the journal holds exactly its
 //! legal moves for its entity, so the refused ones moved nothing.
 //!
-//! Without `python3` the test is skipped, unless `CI` is set: there it
-//! fails.
+//! Without `python3` the test is skipped, unless `CI=true`: there it
+//! fails (`.ci/run` installs it).
 
 mod serve_common;
 
@@ -41,12 +41,9 @@ fn python_available() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        let ci = std::env::var("CI").unwrap_or_default();
-        assert!(
-            ci.is_empty() || ci == "0" || ci == "false",
-            "CI={ci}: python3 is required for the spec client test"
-        );
-        eprintln!("spec_client: python3 not found, test skipped (set CI=true to make this fail)");
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!ci, "CI=true but python3 is missing: .ci/run installs it");
+        eprintln!("skipped: python3 is missing (apt-get install python3)");
     }
     found
 }
