@@ -340,11 +340,12 @@ class View:
         return [e[0] for e in self.entries]
 
 
-def apply_part(view, payload):
+def apply_part(view, payload, stats=None):
     """Applies one batch part to a copy of `view`.
 
     Returns (new_view, rejections); raises Malformed for every check the
     document lists, leaving `view` untouched (a part applies atomically).
+    `stats`, if given, counts what the document does not rule on.
     """
     r = Reader(payload)
     rejections = []
@@ -399,6 +400,10 @@ def apply_part(view, payload):
     for _ in range(r.count(U64, 1)):
         head = r.varint()
         gap, flags = head >> 3, head & 7
+        if flags == 0 and stats is not None:
+            # The document neither forbids nor explains an Update that
+            # changes nothing; count them.
+            stats["updates_without_flags"] = stats.get("updates_without_flags", 0) + 1
         i = nxt + gap
         if i >= len(entries):
             raise Malformed("update index outside the view")
@@ -432,7 +437,7 @@ def apply_part(view, payload):
 class Client:
     """The connection state machine (handshaking → connected → closed)."""
 
-    def __init__(self, server, rng, log=None):
+    def __init__(self, server, rng, log=None, loss=0.0):
         self.server = server
         self.rng = rng
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -440,6 +445,9 @@ class Client:
         self.nonce = int.from_bytes(os.urandom(8), "little")
         self.state = "handshaking"
         self.log = log or (lambda *a: None)
+        # Simulated loss of datagrams both ways, to exercise the
+        # reliability rules on a loopback that loses nothing.
+        self.loss = loss
         self.welcome = None
         self.conn_id = 0
         self.next_seq = 1
@@ -465,7 +473,8 @@ class Client:
         self.disconnect_reason = None
         self.stats = {"dropped_before_welcome": 0, "dropped_duplicate": 0,
                       "dropped_beyond_window": 0, "malformed": 0, "packets_in": 0,
-                      "packets_out": 0, "parts_applied": 0, "welcomes": 0}
+                      "packets_out": 0, "parts_applied": 0, "welcomes": 0,
+                      "lost_in": 0, "lost_out": 0, "repeated_parts": 0, "updates_without_flags": 0}
 
     # -- sending
 
@@ -475,7 +484,10 @@ class Client:
         data = enc_header(self.conn_id, seq, self.rx_high, self.rx_bits) + frames
         if self.state == "handshaking":
             data += bytes(max(0, HELLO_MIN_DATAGRAM - len(data)))
-        self.sock.sendto(data, self.server)
+        if self.loss and self.rng.random() < self.loss:
+            self.stats["lost_out"] += 1
+        else:
+            self.sock.sendto(data, self.server)
         self.stats["packets_out"] += 1
         self.last_send = time.monotonic()
         if self.inputs:
@@ -622,6 +634,7 @@ class Client:
 
     def _buffer_part(self, tick, part, parts, digest, payload):
         if tick <= self.applied:
+            self.stats["repeated_parts"] += 1
             return  # a repeat of an applied tick
         slot = self.parts.setdefault(tick, {"parts": parts, "digest": digest, "got": {}})
         if slot["parts"] != parts or slot["digest"] != digest:
@@ -637,7 +650,7 @@ class Client:
             rejected = []
             for p in range(slot["parts"]):
                 try:
-                    self.view, rej = apply_part(self.view, slot["got"][p])
+                    self.view, rej = apply_part(self.view, slot["got"][p], self.stats)
                 except Malformed as e:
                     raise Failed("tick %d part %d rejected: %s" % (tick, p, e))
                 rejected += rej
@@ -657,6 +670,9 @@ class Client:
             except BlockingIOError:
                 return
             if addr != self.server:
+                continue
+            if self.loss and self.rng.random() < self.loss:
+                self.stats["lost_in"] += 1
                 continue
             self.handle_datagram(data)
 
@@ -714,9 +730,9 @@ def isqrt_ceil(n):
     return r
 
 
-def run(server, seconds, seed, log):
+def run(server, seconds, seed, log, loss=0.0):
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
-    client = Client(server, rng, log)
+    client = Client(server, rng, log, loss)
     client.connect()
     w = client.welcome
     me = w["entity"]
@@ -910,6 +926,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--out", help="write the JSON report here (default: stdout)")
     ap.add_argument("--seed", type=int, help="seed of the walk (the nonce is always random)")
+    ap.add_argument("--loss", type=float, default=0.0,
+                    help="drop this fraction of datagrams each way (simulated loss)")
     ap.add_argument("--self-test", action="store_true", help="check the document's examples")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -921,7 +939,7 @@ def main():
     host, port = args.server.rsplit(":", 1)
     log = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
     try:
-        report = run((host, int(port)), args.seconds, args.seed, log)
+        report = run((host, int(port)), args.seconds, args.seed, log, args.loss)
     except Failed as e:
         print("lockgrid_client: failed: %s" % e, file=sys.stderr)
         return 1
