@@ -374,6 +374,7 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
             assert!(kinds.contains(&bad), "{entity}: no {bad} input sent");
         }
         let mut legal = Vec::new();
+        let mut sent_after = Vec::new();
         for m in moves {
             assert_eq!(m["acked"], true, "{entity}: unacknowledged input {m}");
             if m["kind"] == "legal" {
@@ -385,6 +386,7 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
                     int(&c["speed"]),
                     0,
                 ));
+                sent_after.push(uint(&m["sent_after_tick"]));
             }
         }
         let journal = journal_commands(&scenario, entity);
@@ -405,5 +407,13 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
             })
             .collect();
         assert_eq!(journal_moves, legal, "{entity}: the journal's moves");
+        // A move is applied in a tick the server ran after the client sent
+        // it, so after every tick the client had applied by then.
+        for ((tick, _, _), after) in walked.iter().zip(&sent_after) {
+            assert!(
+                tick > after,
+                "{entity}: a move sent after {after} in {tick}"
+            );
+        }
     }
 }

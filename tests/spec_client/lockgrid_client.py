@@ -457,6 +457,7 @@ class Client:
         # Sent packets: seq -> highest input sequence number it carried.
         self.sent = {}
         self.acked_input = -1  # highest acknowledged input sequence number
+        self.acked_after = {}  # input sequence number -> tick applied when acknowledged
         self.inputs = []       # unacknowledged: (seq, tick, commands)
         self.next_input = 0
         self.last_input_tick = -1
@@ -556,6 +557,9 @@ class Client:
             carried = self.sent.pop(s, None)
             if carried is not None and carried > self.acked_input:
                 self.acked_input = carried
+        for i in self.inputs:
+            if i[0] <= self.acked_input:
+                self.acked_after[i[0]] = self.applied
         self.inputs = [i for i in self.inputs if i[0] > self.acked_input]
 
     def handle_datagram(self, data):
@@ -825,6 +829,7 @@ def run(server, seconds, seed, log, loss=0.0):
     reason = client.bye()
     for m in moves:
         m["acked"] = m["input_seq"] <= client.acked_input
+        m["acked_after_tick"] = client.acked_after.get(m["input_seq"])
     w_out = dict(w)
     w_out["nonce"] = "%016x" % w["nonce"]
     return {
