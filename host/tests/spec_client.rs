@@ -9,7 +9,9 @@
 //! server's journal is the judge: every digest a client applied is the
 //! journal's for that tick; its final view is the one the kernel's events
 //! for its entity build up to its last tick; the journal holds exactly its
-//! legal moves for its entity, so the refused ones moved nothing.
+//! legal moves for its entity, so the refused ones moved nothing. One client
+//! first probes the server's answers before a connection; another loses
+//! datagrams on purpose.
 //!
 //! Without `python3` the test is skipped, unless `CI=true`: there it
 //! fails (`.ci/run` installs it).
@@ -242,6 +244,9 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
                 .args(["--server", &served.addr, "--seconds", "5"])
                 .args(["--seed", &i.to_string(), "--loss", loss(i), "--out"])
                 .arg(out);
+            if i == 0 {
+                cmd.arg("--probes");
+            }
             std::thread::spawn(move || run_bounded(&mut cmd, Duration::from_secs(60)))
         })
         .collect();
@@ -265,7 +270,8 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
     assert!(summary.contains("journal closed"), "{summary}");
 
     // Each client sent one input of each refused kind, and nothing else was
-    // refused: its walk is honest by the Welcome's limits.
+    // refused: its walk is honest by the Welcome's limits. (The probes'
+    // version mismatches and stray packet are answered, not counted.)
     let stats: Value = serde_json::from_str(
         &std::fs::read_to_string(data.join("serve-stats.json")).expect("stats file"),
     )
@@ -274,6 +280,9 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
     for (reason, count) in refused {
         let expected = match reason.as_str() {
             "too_fast" | "bad_speed" | "not_a_move" | "spoofed_id" => CLIENTS as u64,
+            // The three probes the server must leave unanswered: a short
+            // Hello, and two datagrams shorter than any answer.
+            "malformed" => 3,
             _ => 0,
         };
         assert_eq!(uint(count), expected, "refused {reason}: {stats}");
@@ -302,8 +311,19 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
         let stats = &report["stats"];
         eprintln!("client {entity}: ticks {welcome}..={last}, {stats}");
         assert!(last > welcome + 40, "{entity}: too few ticks applied");
+        if i == 0 {
+            // The server's answers before a connection: short Hellos,
+            // other versions, strays from unknown addresses.
+            let probes = report["probes"].as_object().expect("probes ran");
+            assert!(probes.len() >= 6, "{probes:?}");
+            for (name, probe) in probes {
+                assert_eq!(probe["ok"], true, "probe {name}: {probe}");
+            }
+        }
         if loss(i) == "0" {
             assert_eq!(report["disconnect"], "closed", "{entity}");
+            // The Hello it repeated once connected brought the Welcome again.
+            assert_eq!(uint(&stats["welcomes"]), 2, "{entity}");
         } else {
             // The server answers the first Bye it gets with one untracked
             // Disconnect(closed) and forgets the connection; if that

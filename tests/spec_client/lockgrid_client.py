@@ -479,11 +479,12 @@ class Client:
 
     # -- sending
 
-    def _send(self, frames):
+    def _send(self, frames, hello=False):
         seq = self.next_seq
         self.next_seq += 1
-        data = enc_header(self.conn_id, seq, self.rx_high, self.rx_bits) + frames
-        if self.state == "handshaking":
+        conn_id = 0 if hello else self.conn_id
+        data = enc_header(conn_id, seq, self.rx_high, self.rx_bits) + frames
+        if hello:
             data += bytes(max(0, HELLO_MIN_DATAGRAM - len(data)))
         if self.loss and self.rng.random() < self.loss:
             self.stats["lost_out"] += 1
@@ -497,8 +498,9 @@ class Client:
             self.sent[seq] = -1
         return seq
 
-    def send_hello(self):
-        self._send(enc_hello(self.nonce))
+    def send_hello(self, repeat=False):
+        """A Hello: conn_id 0, padded to 64 bytes; `repeat` once connected."""
+        self._send(enc_hello(self.nonce), hello=True)
 
     def send_packet(self, extra=b"", ping=False):
         frames = bytearray(enc_ack(self.applied))
@@ -723,6 +725,81 @@ class Client:
         return self.disconnect_reason
 
 
+# ------------------------------------------------------------------ probes
+
+def _exchange(server, datagram, wait=0.4):
+    """Sends one datagram from a fresh address; returns what came back."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.sendto(datagram, server)
+        answers = []
+        until = time.monotonic() + wait
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return answers
+            ready, _, _ = select.select([sock], [], [], left)
+            if ready:
+                answers.append(sock.recvfrom(65536)[0])
+    finally:
+        sock.close()
+
+
+def _untracked_disconnect(data):
+    """(conn_id, reason) of an untracked packet holding only a Disconnect."""
+    try:
+        version, conn_id, seq, ack, ack_bits = dec_header(data)
+        frames = dec_server_frames(data[HEADER_LEN:])
+    except Malformed as e:
+        return "malformed: %s" % e
+    if version != VERSION or seq != 0 or ack != 0 or ack_bits != 0:
+        return "not an untracked v2 packet: %s" % data.hex()
+    if [f[0] for f in frames] != ["disconnect"]:
+        return "frames %s" % frames
+    return [conn_id, REASONS.get(frames[0][1], frames[0][1]), len(data)]
+
+
+def probes(server):
+    """Checks what the document says the server answers before a connection.
+
+    Each probe is a datagram from a new address; returns
+    {name: {"expected": ..., "got": ..., "ok": bool}}.
+    """
+    results = {}
+
+    def check(name, expected, got):
+        results[name] = {"expected": expected, "got": got, "ok": expected == got}
+
+    nonce = int.from_bytes(os.urandom(8), "little")
+    hello = enc_header(0, 1, 0, 0) + enc_hello(nonce)
+    # A Hello shorter than 64 bytes is ignored.
+    check("short_hello_ignored", [], _exchange(server, hello))
+    # A Hello of version 1 (header and field) is answered with an untracked
+    # Disconnect(version_mismatch): conn_id 0, seq 0, ack 0, ack_bits 0,
+    # never more bytes than it received.
+    v1 = bytearray(hello)
+    v1[2] = 1
+    v1[HEADER_LEN + 1] = 1
+    v1 += bytes(HELLO_MIN_DATAGRAM - len(v1))
+    got = [_untracked_disconnect(a) for a in _exchange(server, bytes(v1))]
+    check("version_1_hello", [[0, "version_mismatch", 21]], got)
+    # A v2 header whose Hello says version 1: the same answer.
+    v1_field = bytearray(hello + bytes(HELLO_MIN_DATAGRAM - len(hello)))
+    v1_field[HEADER_LEN + 1] = 1
+    got = [_untracked_disconnect(a) for a in _exchange(server, bytes(v1_field))]
+    check("hello_field_version_1", [[0, "version_mismatch", 21]], got)
+    # A datagram shorter than the 21-byte answer of another version: silence.
+    check("short_other_version_unanswered", [], _exchange(server, bytes(v1[:20])))
+    # A packet that is not a Hello from an unknown address: an untracked
+    # Disconnect(unknown_connection) echoing its conn_id.
+    stray = enc_header(0x01020304, 1, 0, 0) + enc_ack(0) + enc_ping(1) + bytes(8)
+    got = [_untracked_disconnect(a) for a in _exchange(server, stray)]
+    check("unknown_connection", [[0x01020304, "unknown_connection", 21]], got)
+    # ... but not to a datagram shorter than that answer.
+    check("short_stray_unanswered", [], _exchange(server, stray[:20]))
+    return results
+
+
 # ---------------------------------------------------------------- the walk
 
 def isqrt_ceil(n):
@@ -738,6 +815,9 @@ def run(server, seconds, seed, log, loss=0.0):
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
     client = Client(server, rng, log, loss)
     client.connect()
+    # A repeated Hello (same nonce, no token) on the accepted connection
+    # makes the server send the Welcome again.
+    client.send_hello(repeat=True)
     w = client.welcome
     me = w["entity"]
     spawn = w["spawn"]
@@ -934,6 +1014,8 @@ def main():
     ap.add_argument("--loss", type=float, default=0.0,
                     help="drop this fraction of datagrams each way (simulated loss)")
     ap.add_argument("--self-test", action="store_true", help="check the document's examples")
+    ap.add_argument("--probes", action="store_true",
+                    help="first check the server's answers before a connection")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     if args.self_test:
@@ -944,7 +1026,11 @@ def main():
     host, port = args.server.rsplit(":", 1)
     log = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
     try:
-        report = run((host, int(port)), args.seconds, args.seed, log, args.loss)
+        server = (host, int(port))
+        found = probes(server) if args.probes else None
+        report = run(server, args.seconds, args.seed, log, args.loss)
+        if found is not None:
+            report["probes"] = found
     except Failed as e:
         print("lockgrid_client: failed: %s" % e, file=sys.stderr)
         return 1
