@@ -279,7 +279,9 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
     let refused = stats["refused"].as_object().expect("refused");
     for (reason, count) in refused {
         let expected = match reason.as_str() {
-            "too_fast" | "bad_speed" | "not_a_move" | "spoofed_id" => CLIENTS as u64,
+            // One move one raw unit past the distance allowance, one jump.
+            "too_fast" => 2 * CLIENTS as u64,
+            "bad_speed" | "not_a_move" | "spoofed_id" => CLIENTS as u64,
             // The three probes the server must leave unanswered: a short
             // Hello, and two datagrams shorter than any answer.
             "malformed" => 3,
@@ -390,14 +392,21 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
             .iter()
             .map(|m| m["kind"].as_str().expect("kind"))
             .collect();
-        for bad in ["too_fast", "bad_speed", "other_entity", "despawn"] {
+        for bad in [
+            "edge_too_fast",
+            "too_fast",
+            "bad_speed",
+            "other_entity",
+            "despawn",
+        ] {
             assert!(kinds.contains(&bad), "{entity}: no {bad} input sent");
         }
         let mut legal = Vec::new();
         let mut sent_after = Vec::new();
         for m in moves {
             assert_eq!(m["acked"], true, "{entity}: unacknowledged input {m}");
-            if m["kind"] == "legal" {
+            // "edge": a first move of exactly the whole distance allowance.
+            if m["kind"] == "legal" || m["kind"] == "edge" {
                 let c = &m["command"];
                 legal.push((
                     int(&c["x"]),

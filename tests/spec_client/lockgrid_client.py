@@ -845,6 +845,19 @@ def run(server, seconds, seed, log, loss=0.0):
                       "from": list(pos), "target": target})
         return True
 
+    # The distance rule at its edge, which no timing can blur: the allowance
+    # starts full and never grows past max_speed × burst, so the first Move
+    # may cover exactly floor(max_speed_raw × burst_us / 1e6) raw units from
+    # the spawn and not one more. Both along x, towards the middle.
+    if "max_speed" in limits and "burst_us" in limits:
+        edge = max_speed * limits["burst_us"] // 1000000
+        sign = 1 if spawn["x"] < (lo_x + hi_x) // 2 else -1
+        for kind, dist in (("edge_too_fast", edge + 1), ("edge", edge)):
+            tx = spawn["x"] + sign * dist
+            if send(kind, {"kind": CMD_MOVE, "id": me, "x": tx, "y": spawn["y"], "dir": 0,
+                           "speed": speed}, [tx, spawn["y"]]) and kind == "edge":
+                pos = (tx, spawn["y"])
+
     start = time.monotonic()
     next_move = start + step_s
     illegal_at = {int(seconds * 0.3 / step_s): "too_fast",
