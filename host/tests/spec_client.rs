@@ -10,8 +10,8 @@
 //! journal's for that tick; its final view is the one the kernel's events
 //! for its entity build up to its last tick; the journal holds exactly its
 //! legal moves for its entity, so the refused ones moved nothing. One client
-//! first probes the server's answers before a connection; another loses
-//! datagrams on purpose.
+//! first probes the server's answers before a connection; another loses,
+//! duplicates and reorders datagrams on purpose.
 //!
 //! Without `python3` the test is skipped, unless `CI=true`: there it
 //! fails (`.ci/run` installs it).
@@ -32,14 +32,17 @@ type State = (i64, i64, u64, i64, u64);
 
 const CLIENTS: usize = 3;
 
-/// The datagrams client `i` drops each way: one client loses 15%, so that
-/// retransmission, buffering within the window and acknowledgements by
-/// `ack_bits` are exercised on a loopback that loses nothing.
-fn loss(i: usize) -> &'static str {
-    if i == 1 {
-        "0.15"
+/// Client 1 loses 15% of its datagrams each way, duplicates 10% and holds
+/// back 20% of what it receives, so that retransmission, duplicate and
+/// replay detection, buffering within the window and acknowledgements by
+/// `ack_bits` are exercised on a loopback that does none of this.
+const FAULTY: usize = 1;
+
+fn faults(i: usize) -> &'static [&'static str] {
+    if i == FAULTY {
+        &["--loss", "0.15", "--dup", "0.1", "--reorder", "0.2"]
     } else {
-        "0"
+        &[]
     }
 }
 
@@ -242,7 +245,9 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
             let mut cmd = Command::new("python3");
             cmd.arg(script())
                 .args(["--server", &served.addr, "--seconds", "5"])
-                .args(["--seed", &i.to_string(), "--loss", loss(i), "--out"])
+                .args(["--seed", &i.to_string()])
+                .args(faults(i))
+                .arg("--out")
                 .arg(out);
             if i == 0 {
                 cmd.arg("--probes");
@@ -276,6 +281,14 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
         &std::fs::read_to_string(data.join("serve-stats.json")).expect("stats file"),
     )
     .expect("stats JSON");
+    let reports: Vec<Value> = reports
+        .iter()
+        .map(|path| {
+            serde_json::from_str(&std::fs::read_to_string(path).expect("client report"))
+                .expect("report JSON")
+        })
+        .collect();
+    let duplicated: u64 = reports.iter().map(|r| uint(&r["stats"]["dup_out"])).sum();
     let refused = stats["refused"].as_object().expect("refused");
     for (reason, count) in refused {
         let expected = match reason.as_str() {
@@ -284,7 +297,9 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
             "bad_speed" | "not_a_move" | "spoofed_id" => CLIENTS as u64,
             // The three probes the server must leave unanswered: a short
             // Hello, and two datagrams shorter than any answer.
-            "malformed" => 3,
+            // The packets sent twice: the second copy is dropped, counted
+            // with the malformed.
+            "malformed" => 3 + duplicated,
             _ => 0,
         };
         assert_eq!(uint(count), expected, "refused {reason}: {stats}");
@@ -303,10 +318,7 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
         serde_json::from_str(&std::fs::read_to_string(&scenario_file).expect("scenario written"))
             .expect("scenario JSON");
 
-    for (i, path) in reports.iter().enumerate() {
-        let report: Value =
-            serde_json::from_str(&std::fs::read_to_string(path).expect("client report"))
-                .expect("report JSON");
+    for (i, report) in reports.iter().enumerate() {
         let entity = uint(&report["entity"]);
         let welcome = uint(&report["welcome"]["tick"]);
         let last = uint(&report["last_tick"]);
@@ -322,7 +334,7 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
                 assert_eq!(probe["ok"], true, "probe {name}: {probe}");
             }
         }
-        if loss(i) == "0" {
+        if i != FAULTY {
             assert_eq!(report["disconnect"], "closed", "{entity}");
             // The Hello it repeated once connected brought the Welcome again.
             assert_eq!(uint(&stats["welcomes"]), 2, "{entity}");
@@ -332,7 +344,9 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
             // answer is lost, the next Bye gets unknown_connection.
             let end = report["disconnect"].as_str().unwrap_or_default();
             assert!(end == "closed" || end == "unknown_connection", "{report}");
-            assert!(uint(&stats["lost_in"]) > 0 && uint(&stats["lost_out"]) > 0);
+            for fault in ["lost_in", "lost_out", "dup_in", "dup_out", "held_in"] {
+                assert!(uint(&stats[fault]) > 0, "{entity}: no {fault}: {stats}");
+            }
         }
 
         // Every tick after the Welcome's, consecutively, each with the

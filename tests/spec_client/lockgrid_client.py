@@ -437,7 +437,7 @@ def apply_part(view, payload, stats=None):
 class Client:
     """The connection state machine (handshaking → connected → closed)."""
 
-    def __init__(self, server, rng, log=None, loss=0.0):
+    def __init__(self, server, rng, log=None, net=None):
         self.server = server
         self.rng = rng
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -445,9 +445,15 @@ class Client:
         self.nonce = int.from_bytes(os.urandom(8), "little")
         self.state = "handshaking"
         self.log = log or (lambda *a: None)
-        # Simulated loss of datagrams both ways, to exercise the
-        # reliability rules on a loopback that loses nothing.
-        self.loss = loss
+        # Simulated faults, to exercise the reliability rules on a loopback
+        # that loses nothing: "loss" drops datagrams both ways, "dup" sends
+        # and receives some twice, "reorder" holds some received ones back
+        # 20-150 ms.
+        net = net or {}
+        self.loss = net.get("loss", 0.0)
+        self.dup = net.get("dup", 0.0)
+        self.reorder = net.get("reorder", 0.0)
+        self.held = []  # (release time, datagram)
         self.welcome = None
         self.conn_id = 0
         self.next_seq = 1
@@ -475,7 +481,7 @@ class Client:
         self.stats = {"dropped_before_welcome": 0, "dropped_duplicate": 0,
                       "dropped_beyond_window": 0, "malformed": 0, "packets_in": 0,
                       "packets_out": 0, "parts_applied": 0, "welcomes": 0,
-                      "lost_in": 0, "lost_out": 0, "repeated_parts": 0, "updates_without_flags": 0}
+                      "lost_in": 0, "lost_out": 0, "dup_in": 0, "dup_out": 0, "held_in": 0, "repeated_parts": 0, "updates_without_flags": 0}
 
     # -- sending
 
@@ -490,6 +496,9 @@ class Client:
             self.stats["lost_out"] += 1
         else:
             self.sock.sendto(data, self.server)
+            if self.dup and not hello and self.rng.random() < self.dup:
+                self.stats["dup_out"] += 1
+                self.sock.sendto(data, self.server)
         self.stats["packets_out"] += 1
         self.last_send = time.monotonic()
         if self.inputs:
@@ -674,12 +683,24 @@ class Client:
             try:
                 data, addr = self.sock.recvfrom(65536)
             except BlockingIOError:
-                return
+                break
             if addr != self.server:
                 continue
             if self.loss and self.rng.random() < self.loss:
                 self.stats["lost_in"] += 1
                 continue
+            copies = 2 if self.dup and self.rng.random() < self.dup else 1
+            self.stats["dup_in"] += copies - 1
+            for _ in range(copies):
+                if self.reorder and self.rng.random() < self.reorder:
+                    self.stats["held_in"] += 1
+                    self.held.append((time.monotonic() + self.rng.uniform(0.02, 0.15), data))
+                else:
+                    self.handle_datagram(data)
+        now = time.monotonic()
+        due = [d for t, d in self.held if t <= now]
+        self.held = [(t, d) for t, d in self.held if t > now]
+        for data in due:
             self.handle_datagram(data)
 
     def wait(self, seconds):
@@ -811,9 +832,9 @@ def isqrt_ceil(n):
     return r
 
 
-def run(server, seconds, seed, log, loss=0.0):
+def run(server, seconds, seed, log, net=None):
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
-    client = Client(server, rng, log, loss)
+    client = Client(server, rng, log, net)
     client.connect()
     # A repeated Hello (same nonce, no token) on the accepted connection
     # makes the server send the Welcome again.
@@ -1026,6 +1047,10 @@ def main():
     ap.add_argument("--seed", type=int, help="seed of the walk (the nonce is always random)")
     ap.add_argument("--loss", type=float, default=0.0,
                     help="drop this fraction of datagrams each way (simulated loss)")
+    ap.add_argument("--dup", type=float, default=0.0,
+                    help="send and receive this fraction of datagrams twice")
+    ap.add_argument("--reorder", type=float, default=0.0,
+                    help="hold this fraction of received datagrams back 20-150 ms")
     ap.add_argument("--self-test", action="store_true", help="check the document's examples")
     ap.add_argument("--probes", action="store_true",
                     help="first check the server's answers before a connection")
@@ -1041,7 +1066,8 @@ def main():
     try:
         server = (host, int(port))
         found = probes(server) if args.probes else None
-        report = run(server, args.seconds, args.seed, log, args.loss)
+        net = {"loss": args.loss, "dup": args.dup, "reorder": args.reorder}
+        report = run(server, args.seconds, args.seed, log, net)
         if found is not None:
             report["probes"] = found
     except Failed as e:
