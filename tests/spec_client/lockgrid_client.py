@@ -437,10 +437,12 @@ def apply_part(view, payload, stats=None):
 class Client:
     """The connection state machine (handshaking → connected → closed)."""
 
-    def __init__(self, server, rng, log=None, net=None):
+    def __init__(self, server, rng, log=None, net=None, sock=None):
         self.server = server
         self.rng = rng
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock = sock
         self.sock.setblocking(False)
         self.nonce = int.from_bytes(os.urandom(8), "little")
         self.state = "handshaking"
@@ -832,9 +834,30 @@ def isqrt_ceil(n):
     return r
 
 
-def run(server, seconds, seed, log, net=None):
+def first_life(server, rng, log, seconds):
+    """Connects, runs `seconds`, then stops without a Bye (a game that
+    crashed) and reads nothing for 200 ms; returns its socket, whose buffer
+    holds the server's packets for the old connection, and what it was."""
+    client = Client(server, rng, log)
+    client.connect()
+    until = time.monotonic() + seconds
+    while time.monotonic() < until and client.service():
+        client.wait(0.005)
+    time.sleep(0.2)
+    return client.sock, {"entity": client.welcome["entity"], "conn_id": client.conn_id,
+                  "welcome_tick": client.welcome["tick"], "last_tick": client.applied}
+
+
+def run(server, seconds, seed, log, net=None, restart=False):
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
-    client = Client(server, rng, log, net)
+    earlier = None
+    sock = None
+    if restart:
+        # The game restarts on the same port: the new Hello (another nonce)
+        # ends the old connection, whose packets still in flight must be
+        # dropped before the new Welcome.
+        sock, earlier = first_life(server, rng, log, 1.0)
+    client = Client(server, rng, log, net, sock)
     client.connect()
     # A repeated Hello (same nonce, no token) on the accepted connection
     # makes the server send the Welcome again.
@@ -958,6 +981,7 @@ def run(server, seconds, seed, log, net=None):
         "disconnect": REASONS.get(reason, reason),
         "stats": client.stats,
         "pongs": client.pongs,
+        "earlier_life": earlier,
     }
 
 
@@ -1052,6 +1076,8 @@ def main():
     ap.add_argument("--reorder", type=float, default=0.0,
                     help="hold this fraction of received datagrams back 20-150 ms")
     ap.add_argument("--self-test", action="store_true", help="check the document's examples")
+    ap.add_argument("--restart", action="store_true",
+                    help="first connect and vanish without a Bye, then start again on the same port")
     ap.add_argument("--probes", action="store_true",
                     help="first check the server's answers before a connection")
     ap.add_argument("--verbose", action="store_true")
@@ -1067,7 +1093,7 @@ def main():
         server = (host, int(port))
         found = probes(server) if args.probes else None
         net = {"loss": args.loss, "dup": args.dup, "reorder": args.reorder}
-        report = run(server, args.seconds, args.seed, log, net)
+        report = run(server, args.seconds, args.seed, log, net, args.restart)
         if found is not None:
             report["probes"] = found
     except Failed as e:
