@@ -98,11 +98,6 @@ def enc_svarint(v):
     return enc_varint(zigzag(v))
 
 
-def fix_raw(value_units):
-    """A world-unit number (int or a fraction given as int/65536) to raw."""
-    return int(value_units) * 65536
-
-
 def wrap64(v):
     """Wraps an integer to a signed 64-bit two's-complement value."""
     v &= U64
@@ -314,7 +309,10 @@ def dec_server_frames(payload):
         elif code == DISCONNECT:
             frames.append(("disconnect", r.u8()))
         elif code in CLIENT_TO_SERVER:
+            # A protocol violation; its fields are not read, so the rest of
+            # the packet is unreadable.
             frames.append(("wrong_direction", code))
+            break
         else:
             raise Malformed("unknown frame code 0x%02x" % code)
     return frames
@@ -769,7 +767,7 @@ def _exchange(server, datagram, wait=0.4):
 
 
 def _untracked_disconnect(data):
-    """(conn_id, reason) of an untracked packet holding only a Disconnect."""
+    """[conn_id, reason, length] of an untracked packet holding only a Disconnect."""
     try:
         version, conn_id, seq, ack, ack_bits = dec_header(data)
         frames = dec_server_frames(data[HEADER_LEN:])
@@ -824,15 +822,6 @@ def probes(server):
 
 
 # ---------------------------------------------------------------- the walk
-
-def isqrt_ceil(n):
-    r = int(n ** 0.5)
-    while r * r > n:
-        r -= 1
-    while r * r < n:
-        r += 1
-    return r
-
 
 def first_life(server, rng, log, seconds):
     """Connects, runs `seconds`, then stops without a Bye (a game that
