@@ -818,6 +818,38 @@ def probes(server):
     check("unknown_connection", [[0x01020304, "unknown_connection", 21]], got)
     # ... but not to a datagram shorter than that answer.
     check("short_stray_unanswered", [], _exchange(server, stray[:20]))
+
+    # Protocol violations on a connection: the server closes it with an
+    # untracked Disconnect(protocol_violation) bearing its conn_id.
+    def violation(name, first, second=None):
+        c = Client(server, random.Random(0))
+        got = None
+        try:
+            c.connect()
+            first_seq = c.next_seq
+            c.send_packet(extra=first)
+            if second is not None:
+                # Once the first packet is acknowledged.
+                until = time.monotonic() + 1.0
+                while first_seq in c.sent and time.monotonic() < until and c.service():
+                    c.wait(0.005)
+                c.send_packet(extra=second)
+            until = time.monotonic() + 1.0
+            while time.monotonic() < until and c.service():
+                c.wait(0.005)
+        except Failed as e:
+            got = str(e)
+        finally:
+            c.sock.close()
+        check(name, "disconnected: protocol_violation", got)
+
+    # A frame of the wrong direction (a Pong from the client).
+    violation("wrong_direction_frame", bytes([PONG]) + enc_varint(1))
+    # An Input whose first_seq is above the next one the server expects (0).
+    violation("input_seq_gap", enc_input([(5, 100000, [])]))
+    # An entry whose tick is not above the last delivered one.
+    violation("input_tick_not_increasing", enc_input([(0, 100000, [])]),
+              enc_input([(1, 100000, [])]))
     return results
 
 
