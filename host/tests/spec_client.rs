@@ -11,8 +11,8 @@
 //! for its entity build up to its last tick; the journal holds exactly its
 //! legal moves for its entity, so the refused ones moved nothing. One client
 //! first probes the server's answers before a connection and to protocol
-//! violations; another loses,
-//! duplicates and reorders datagrams on purpose.
+//! violations; another loses, duplicates and reorders datagrams on purpose;
+//! the third restarts on the same socket.
 //!
 //! Without `python3` the test is skipped, unless `CI=true`: there it
 //! fails (`.ci/run` installs it).
