@@ -492,9 +492,10 @@ where
                 ServerEvent::Input {
                     conn,
                     entity,
+                    seq,
                     commands,
                     ..
-                } => self.on_input(now, conn, entity, &commands),
+                } => self.on_input(now, conn, entity, seq, &commands),
                 ServerEvent::Disconnected {
                     conn,
                     entity,
@@ -570,12 +571,19 @@ where
         info!(%conn, ?from, entity = id, "client joined");
     }
 
-    fn on_input(&mut self, now: Instant, conn: ConnId, entity: EntityId, commands: &[Command]) {
+    fn on_input(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        entity: EntityId,
+        seq: u64,
+        commands: &[Command],
+    ) {
         if self.sessions.get(&entity).is_none_or(|s| s.conn != conn) {
             return;
         }
         let tick = self.world.tick() + 1;
-        for cmd in commands {
+        for (index, cmd) in commands.iter().enumerate() {
             self.scratch.clear();
             match self.rules.check_input(
                 &self.world,
@@ -590,6 +598,8 @@ where
                 Err(why) => {
                     debug!(entity, reason = why.as_str(), "input refused");
                     self.refuse(why, 1);
+                    // The client hears which command and why.
+                    let _ = self.server.refuse_input(conn, seq, index, why.told());
                 }
             }
         }

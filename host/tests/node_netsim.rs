@@ -280,6 +280,7 @@ fn run(seed: u64) -> Result<String, String> {
                         digest,
                         events,
                     } => s.applied.push((tick, digest, events)),
+                    ClientEvent::Refused(_) => {}
                     ClientEvent::Disconnected { reason } => s.disconnected = Some(reason),
                 }
             }

@@ -120,6 +120,7 @@ mod error;
 pub mod frame;
 pub mod packet;
 mod reason;
+mod refusal;
 pub mod seal;
 mod server;
 mod time;
@@ -136,7 +137,11 @@ pub use error::{BatchError, BufferTooSmall, DecodeError, EncodeError};
 pub use frame::{ClientLimits, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams};
 pub use packet::{Header, Packet, HEADER_LEN, MAGIC, VERSION};
 pub use reason::DisconnectReason;
-pub use server::{ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats};
+pub use refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
+pub use server::{
+    ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats,
+    MAX_QUEUED_REFUSALS,
+};
 pub use time::Instant;
 pub use token::{ConnectToken, PrivateKey, TokenClaims, TokenError, TokenParams};
 pub use view::{Seen, View};

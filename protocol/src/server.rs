@@ -10,9 +10,12 @@ use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
 use crate::error::BufferTooSmall;
-use crate::frame::{ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams};
+use crate::frame::{
+    ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams, MAX_COMMANDS_PER_INPUT,
+};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
+use crate::refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
@@ -49,14 +52,18 @@ pub enum ServerEvent<A> {
         token: Vec<u8>,
     },
     /// One input of a client, exactly once and in tick order per connection.
-    /// It holds only commands for the connection's own entity; commands
-    /// naming another entity are dropped and counted in
-    /// [`ConnStats::foreign_commands`].
+    /// Every command names the connection's own entity: an input with a
+    /// command naming another entity is refused as a whole (each of its
+    /// commands [`InputRefusal::NotYours`], told to the client), counted in
+    /// [`ConnStats::foreign_commands`] and not delivered.
     Input {
         /// The connection.
         conn: ConnId,
         /// The connection's entity, which every command names.
         entity: EntityId,
+        /// The input's sequence number: refuse one of its commands with
+        /// [`Server::refuse_input`] by this and the command's index.
+        seq: u64,
         /// The tick the client meant the input for.
         tick: u64,
         /// The commands, in the client's order.
@@ -91,6 +98,11 @@ pub struct ConnStats {
     pub inputs_delivered: u64,
     /// Commands that named another entity than the connection's, dropped.
     pub foreign_commands: u64,
+    /// Refusals told to the client (each counted once, however often it
+    /// was sent).
+    pub refusals_told: u64,
+    /// Refusals not told because [`MAX_QUEUED_REFUSALS`] were waiting.
+    pub refusals_untold: u64,
     /// Sealed datagrams that failed authentication (altered, forged or
     /// sealed under another key), dropped silently.
     pub auth_failed: u64,
@@ -158,6 +170,9 @@ pub enum ConnError {
     /// The connection's connect token names another entity: a client may
     /// act only for the entity its token names.
     NotTokenClient,
+    /// No input has a command at that index (an input holds at most
+    /// [`MAX_COMMANDS_PER_INPUT`] commands).
+    NoSuchCommand,
 }
 
 impl fmt::Display for ConnError {
@@ -167,6 +182,7 @@ impl fmt::Display for ConnError {
             ConnError::AlreadyAccepted => "connection already accepted",
             ConnError::EntityInUse => "entity already has a connection",
             ConnError::NotTokenClient => "entity is not the one the connect token names",
+            ConnError::NoSuchCommand => "no input has a command at that index",
         })
     }
 }
@@ -199,7 +215,13 @@ struct PendingTick {
 struct SentData {
     seq: u32,
     parts: Vec<(u64, u16)>,
+    /// Refusals it told the client: sent again if the packet is lost.
+    refused: Vec<RefusedInput>,
 }
+
+/// Most refusals a connection keeps waiting to be told; past it, new ones
+/// are counted in [`ConnStats::refusals_untold`] and not told.
+pub const MAX_QUEUED_REFUSALS: usize = 256;
 
 struct Conn<A> {
     id: ConnId,
@@ -229,6 +251,8 @@ struct Conn<A> {
     /// The client entity's spawn and limits, told in the Welcome.
     spawn: Option<Spawn>,
     limits: ClientLimits,
+    /// Refusals not yet carried by a packet, oldest first.
+    refusals: VecDeque<RefusedInput>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
     stats: ConnStats,
@@ -764,6 +788,7 @@ impl<A: Clone + Ord> Server<A> {
             hello_nonce: nonce,
             spawn: None,
             limits: ClientLimits::NONE,
+            refusals: VecDeque::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
             stats: ConnStats {
@@ -816,7 +841,8 @@ impl<A: Clone + Ord> Server<A> {
                 Frame::Welcome(_)
                 | Frame::TickBatch(_)
                 | Frame::Pong { .. }
-                | Frame::Disconnect { .. } => {
+                | Frame::Disconnect { .. }
+                | Frame::Refused(_) => {
                     close = Some(DisconnectReason::ProtocolViolation);
                     break;
                 }
@@ -870,6 +896,29 @@ impl<A: Clone + Ord> Server<A> {
         c.welcome_due = true;
         c.welcome_tick = last;
         self.by_entity.insert(entity, conn.0);
+        Ok(())
+    }
+
+    /// Tells the client of `conn` that the host refused command `index` of
+    /// its input `seq` (see [`ServerEvent::Input`]), for `reason`. The
+    /// refusal travels reliably in a Refused frame with the connection's
+    /// next packets; at most [`MAX_QUEUED_REFUSALS`] wait at once.
+    pub fn refuse_input(
+        &mut self,
+        conn: ConnId,
+        seq: u64,
+        index: usize,
+        reason: InputRefusal,
+    ) -> Result<(), ConnError> {
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(ConnError::UnknownConnection)?;
+        let index = u8::try_from(index)
+            .ok()
+            .filter(|&i| usize::from(i) < MAX_COMMANDS_PER_INPUT)
+            .ok_or(ConnError::NoSuchCommand)?;
+        c.queue_refusal(RefusedInput { seq, index, reason });
         Ok(())
     }
 
@@ -1097,11 +1146,12 @@ impl<A: Clone + Ord> Server<A> {
                     sent,
                     pending,
                     pending_bytes,
+                    refusals,
                     stats,
                     ..
                 } = c;
                 sent.on_timeout(now, rto, |fate, data| {
-                    part_fate(pending, pending_bytes, stats, fate, &data)
+                    packet_fate(pending, pending_bytes, refusals, stats, fate, &data)
                 });
             }
         }
@@ -1109,6 +1159,20 @@ impl<A: Clone + Ord> Server<A> {
             self.close(id, reason);
         }
     }
+}
+
+/// Acts on what became of a packet: its parts and refusals are
+/// acknowledged, or to be sent again.
+fn packet_fate(
+    pending: &mut VecDeque<PendingTick>,
+    pending_bytes: &mut usize,
+    refusals: &mut VecDeque<RefusedInput>,
+    stats: &mut ConnStats,
+    fate: Fate,
+    data: &SentData,
+) {
+    part_fate(pending, pending_bytes, stats, fate, data);
+    refusal_fate(refusals, stats, fate, data);
 }
 
 /// Marks the parts a packet carried as acknowledged or to be sent again.
@@ -1153,6 +1217,24 @@ fn part_fate(
     }
 }
 
+/// Counts the refusals a packet carried as told, or queues them again
+/// (ahead of newer ones) when the packet was lost.
+fn refusal_fate(
+    refusals: &mut VecDeque<RefusedInput>,
+    stats: &mut ConnStats,
+    fate: Fate,
+    data: &SentData,
+) {
+    match fate {
+        Fate::Acked => stats.refusals_told += data.refused.len() as u64,
+        Fate::Lost => {
+            for r in data.refused.iter().rev() {
+                refusals.push_front(*r);
+            }
+        }
+    }
+}
+
 impl<A> Conn<A> {
     fn on_ack(&mut self, ack: u32, bits: u32, now: Instant) {
         let Conn {
@@ -1160,11 +1242,12 @@ impl<A> Conn<A> {
             rtt,
             pending,
             pending_bytes,
+            refusals,
             stats,
             ..
         } = self;
         sent.on_ack(ack, bits, now, rtt, |fate, data| {
-            part_fate(pending, pending_bytes, stats, fate, &data)
+            packet_fate(pending, pending_bytes, refusals, stats, fate, &data)
         });
     }
 
@@ -1210,25 +1293,43 @@ impl<A> Conn<A> {
             if self.last_input_tick.is_some_and(|t| entry.tick <= t) {
                 return Err(DisconnectReason::ProtocolViolation);
             }
-            let total = entry.commands.len();
-            let commands: Vec<Command> = entry
-                .commands
-                .iter()
-                .filter(|c| c.entity() == entity)
-                .copied()
-                .collect();
-            self.stats.foreign_commands += (total - commands.len()) as u64;
-            self.stats.inputs_delivered += 1;
             self.next_input_seq = seq + 1;
             self.last_input_tick = Some(entry.tick);
+            let foreign = entry
+                .commands
+                .iter()
+                .filter(|c| c.entity() != entity)
+                .count();
+            if foreign > 0 {
+                // Acting for another entity taints the whole input.
+                self.stats.foreign_commands += foreign as u64;
+                for index in 0..entry.commands.len() {
+                    self.queue_refusal(RefusedInput {
+                        seq,
+                        index: index as u8,
+                        reason: InputRefusal::NotYours,
+                    });
+                }
+                continue;
+            }
+            self.stats.inputs_delivered += 1;
             events.push_back(ServerEvent::Input {
                 conn: self.id,
                 entity,
+                seq,
                 tick: entry.tick,
-                commands,
+                commands: entry.commands.clone(),
             });
         }
         Ok(())
+    }
+
+    fn queue_refusal(&mut self, r: RefusedInput) {
+        if self.refusals.len() < MAX_QUEUED_REFUSALS {
+            self.refusals.push_back(r);
+        } else {
+            self.stats.refusals_untold += 1;
+        }
     }
 
     /// Encodes this connection's events of one tick into parts.
@@ -1272,6 +1373,7 @@ impl<A> Conn<A> {
         self.entity.is_some()
             && (self.welcome_due
                 || self.pong_due.is_some()
+                || !self.refusals.is_empty()
                 || self.ack_due.is_some_and(|t| now >= t + ack_delay)
                 || self
                     .pending
@@ -1323,6 +1425,7 @@ impl<A> Conn<A> {
         let mut data = SentData {
             seq,
             parts: Vec::new(),
+            refused: Vec::new(),
         };
         'fill: for t in self.pending.iter_mut() {
             let parts = t.parts.len() as u16;
@@ -1348,17 +1451,39 @@ impl<A> Conn<A> {
                 eliciting = true;
             }
         }
+        // Refusals fill what the parts left, oldest first.
+        if !self.refusals.is_empty() {
+            let n = self.refusals.len().min(MAX_REFUSALS_PER_FRAME);
+            let mut list: Vec<RefusedInput> = self.refusals.iter().take(n).copied().collect();
+            let mark = w.pos();
+            loop {
+                Frame::Refused(list.clone()).write_infallible(&mut w);
+                if w.pos() <= cap {
+                    break;
+                }
+                w.rewind(mark);
+                if list.pop().is_none() || list.is_empty() {
+                    break;
+                }
+            }
+            if !list.is_empty() && w.pos() <= cap {
+                self.refusals.drain(..list.len());
+                data.refused = list;
+                eliciting = true;
+            }
+        }
         self.ack_due = None;
         if eliciting {
             let Conn {
                 sent,
                 pending,
                 pending_bytes,
+                refusals,
                 stats,
                 ..
             } = self;
             sent.push(seq, now, data, |fate, d| {
-                part_fate(pending, pending_bytes, stats, fate, &d)
+                packet_fate(pending, pending_bytes, refusals, stats, fate, &d)
             });
         }
         let len = w.pos();

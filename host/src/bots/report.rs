@@ -30,6 +30,8 @@ pub struct BotsReport {
     pub bytes_in: u64,
     /// Moves sent.
     pub moves: u64,
+    /// Refused commands the server told the bots of.
+    pub refusals_heard: u64,
     /// Events received.
     pub events: u64,
     /// Ticks applied, summed over clients.
@@ -134,12 +136,13 @@ impl fmt::Display for BotsReport {
         )?;
         writeln!(
             f,
-            "{:<22} {} total, {:.0}/s ({:.1}/s per client), {} moves sent",
+            "{:<22} {} total, {:.0}/s ({:.1}/s per client), {} moves sent, {} refusals heard",
             "events received",
             self.events,
             self.events as f64 / secs,
             per(self.events),
-            self.moves
+            self.moves,
+            self.refusals_heard
         )?;
         if let Some(s) = &self.server {
             let refused: Vec<String> = s
