@@ -65,6 +65,20 @@ pub struct ServerConfig {
     /// Most queued stateless replies (Disconnects to unknown addresses);
     /// beyond it the oldest are dropped and counted.
     pub max_stateless_replies: usize,
+    /// Bytes per second each client may be sent, or `None` (the default)
+    /// for no limit: every Update the kernel emits is sent, as it was
+    /// emitted. With a budget, Enters, Leaves and rejections always go and
+    /// Updates are chosen by priority within what is left (see
+    /// [`budget`](crate::budget)); an Update that would change nothing for
+    /// the client is never sent.
+    ///
+    /// No limit is the default because the server cannot know its
+    /// clients' links, and a default cap would silently slow every
+    /// deployment whose clients can take more; the kernel's own update
+    /// throttle already bounds what is sent. Set one for crowds: by
+    /// `cargo bench -p lockgrid-protocol --bench budget`, 32 KiB/s keeps
+    /// the nearest tenth of a 200-subject crowd within a few ticks.
+    pub budget_bytes_per_sec: Option<u32>,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +96,7 @@ impl Default for ServerConfig {
             tick_interval: Duration::from_millis(50),
             conn_id_seed: 0,
             max_stateless_replies: 256,
+            budget_bytes_per_sec: None,
         }
     }
 }
@@ -106,6 +121,9 @@ impl ServerConfig {
         }
         if self.idle_timeout.is_zero() || self.handshake_timeout.is_zero() {
             return Err(InvalidConfig("timeouts must be positive"));
+        }
+        if self.budget_bytes_per_sec == Some(0) {
+            return Err(InvalidConfig("budget_bytes_per_sec must be positive"));
         }
         Ok(())
     }

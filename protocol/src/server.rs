@@ -4,11 +4,12 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
 
-use lockgrid_kernel::{Command, EntityId, Event};
+use lockgrid_kernel::{Command, EntityId, Event, Pos};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
-use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
+use crate::budget::{membership_bytes, BudgetStats, Pacer};
+use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{Frame, InputFrame, TickBatch, Welcome, WorldParams};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
@@ -226,6 +227,9 @@ struct Conn<A> {
     hello_token: Vec<u8>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
+    /// The bandwidth budget and update priorities, when the server has a
+    /// budget; made at the first tick after the connection is accepted.
+    pacer: Option<Pacer>,
     stats: ConnStats,
 }
 
@@ -423,6 +427,17 @@ impl<A: Clone + Ord> Server<A> {
     /// A connection's counters.
     pub fn conn_stats(&self, conn: ConnId) -> Option<ConnStats> {
         self.conns.get(&conn.0).map(|c| c.stats)
+    }
+
+    /// A connection's bandwidth budget: deficit, Updates sent and
+    /// deferred, staleness. `None` without a budget
+    /// ([`ServerConfig::budget_bytes_per_sec`]), for an unknown connection,
+    /// or before the connection's first tick.
+    pub fn budget_stats(&self, conn: ConnId) -> Option<BudgetStats> {
+        self.conns
+            .get(&conn.0)
+            .and_then(|c| c.pacer.as_ref())
+            .map(Pacer::stats)
     }
 
     /// The entity a connection acts for, once accepted.
@@ -750,6 +765,7 @@ impl<A: Clone + Ord> Server<A> {
             hello_token: token.to_vec(),
             pending: VecDeque::new(),
             pending_bytes: 0,
+            pacer: None,
             stats: ConnStats {
                 packets_received: 1,
                 ..ConnStats::default()
@@ -867,12 +883,33 @@ impl<A: Clone + Ord> Server<A> {
     /// connection gets its entity's view events and the rejections of
     /// commands naming its entity, split into parts that fit the MTU.
     /// Ticks must be pushed in order, one after another.
+    ///
+    /// With a budget ([`ServerConfig::budget_bytes_per_sec`]) Updates are
+    /// chosen by priority, every weight 1 (this call does not say where
+    /// observers are): use [`push_tick_located`](Self::push_tick_located)
+    /// to favour near subjects.
     pub fn push_tick(
         &mut self,
         now: Instant,
         tick: u64,
         digest: u64,
         events: &[Event],
+    ) -> Result<(), PushTickError> {
+        self.push_tick_located(now, tick, digest, events, |_| None)
+    }
+
+    /// [`push_tick`](Self::push_tick), with `locate` saying where each
+    /// connection's entity is after the tick (e.g. `|id|
+    /// world.entity(id).map(|e| e.pos)`): with a budget, subjects near the
+    /// observer gain priority faster (see the `budget` section of the crate
+    /// docs). Without a budget `locate` is not called.
+    pub fn push_tick_located<F: FnMut(EntityId) -> Option<Pos>>(
+        &mut self,
+        now: Instant,
+        tick: u64,
+        digest: u64,
+        events: &[Event],
+        mut locate: F,
     ) -> Result<(), PushTickError> {
         self.advance(now);
         if let Some(last) = self.last_tick {
@@ -909,6 +946,13 @@ impl<A: Clone + Ord> Server<A> {
         };
         let budget = self.config.part_budget() - overhead;
         let max_parts = usize::from(self.config.max_parts_per_tick);
+        let pace = PaceParams {
+            bytes_per_sec: self.config.budget_bytes_per_sec,
+            tick: self.config.tick_interval,
+            cell: self.world.cell_size.to_bits(),
+            packet: HEADER_LEN + overhead,
+            part_budget: budget,
+        };
         let mut closing = Vec::new();
         for (&entity, &id) in &self.by_entity {
             let Some(c) = self.conns.get_mut(&id) else {
@@ -925,6 +969,22 @@ impl<A: Clone + Ord> Server<A> {
             let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
             let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
             self.route.extend_from_slice(&views[v0..v1]);
+            if let Some(bytes_per_sec) = pace.bytes_per_sec {
+                let at = locate(entity);
+                let paced = c
+                    .pacer
+                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick));
+                pace_updates(
+                    paced,
+                    &pace,
+                    tick,
+                    entity,
+                    at,
+                    &c.pending,
+                    &c.shadow,
+                    &mut self.route,
+                );
+            }
             match c.queue_tick(tick, digest, &self.route, budget, max_parts) {
                 Ok(()) => {}
                 Err(reason) => {
@@ -1029,6 +1089,9 @@ impl<A: Clone + Ord> Server<A> {
                 }
             }
         };
+        if let Some(p) = c.pacer.as_mut() {
+            p.charge(len);
+        }
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,
@@ -1083,6 +1146,65 @@ impl<A: Clone + Ord> Server<A> {
             self.close(id, reason);
         }
     }
+}
+
+/// What the budgeted send path needs of the server's configuration.
+struct PaceParams {
+    bytes_per_sec: Option<u32>,
+    tick: core::time::Duration,
+    /// Raw cell size: the unit of nearness.
+    cell: i64,
+    /// Bytes of a packet around its frames: header, and tag when sealed.
+    packet: usize,
+    /// Largest payload of one part.
+    part_budget: usize,
+}
+
+/// Replaces the kernel's Updates at the end of `route` (one connection's
+/// events of `tick`, in contract order) with those the budget affords,
+/// by priority: see [`crate::budget`].
+#[allow(clippy::too_many_arguments)]
+fn pace_updates(
+    pacer: &mut Pacer,
+    pace: &PaceParams,
+    tick: u64,
+    observer: EntityId,
+    at: Option<Pos>,
+    pending: &VecDeque<PendingTick>,
+    shadow: &View,
+    route: &mut Vec<Event>,
+) {
+    let rejected = route.partition_point(|e| matches!(e, Event::Rejected { .. }));
+    let membership =
+        rejected + route[rejected..].partition_point(|e| !matches!(e, Event::Update { .. }));
+    pacer.observe(tick, &route[rejected..], at, pace.cell);
+    let level = pacer.refill();
+    // What must go before any Update: parts awaiting resend, this tick's
+    // rejections, Leaves and Enters, one packet around them.
+    let resend: usize = pending
+        .iter()
+        .flat_map(|t| t.parts.iter())
+        .filter(|p| p.state == PartState::Unsent)
+        .map(|p| p.payload.len() + TICK_BATCH_OVERHEAD)
+        .sum();
+    let must = membership_bytes(&route[..membership], shadow.len())
+        + resend
+        + pace.packet
+        + TICK_BATCH_OVERHEAD;
+    let must = i64::try_from(must).unwrap_or(i64::MAX);
+    if membership > 0 && must > level {
+        pacer.overran();
+    }
+    // Each part beyond the first costs a packet and a frame more.
+    let count = crate::wire::varint_len(pacer.view_len() as u64) as i64;
+    let mut room = level - must - count;
+    if room > 0 {
+        let per_part = (pace.part_budget.max(1)) as i64;
+        let extra = (must + room) / per_part;
+        room -= extra * (pace.packet + TICK_BATCH_OVERHEAD + 4) as i64;
+    }
+    route.truncate(membership);
+    pacer.choose(observer, room, route);
 }
 
 /// Marks the parts a packet carried as acknowledged or to be sent again.
