@@ -5,11 +5,14 @@
 //! a byte carried to the next tick, so the long-run rate is exact). Every
 //! byte the server sends the client — tick batches, resent parts, Pongs,
 //! acknowledgements, the seal's tag — is charged against it when sent. What
-//! is left unspent at the end of a tick is not carried over; what was
-//! overspent (the *deficit*) is, and comes off the next allowance, as in
-//! BigWorld's witness. Over any `n` consecutive ticks the server therefore
-//! sends at most `n` allowances plus the deficit it ends with, and it ends
-//! with a deficit only when the events that must go (below) overran it.
+//! was overspent (the *deficit*) is carried over and comes off the next
+//! allowance, as in BigWorld's witness; what is left unspent is carried
+//! over only up to one packet (the MTU), so that a budget too small for an
+//! Update in a single tick still sends one now and then, but a quiet
+//! spell never saves up a burst. Over any `n` consecutive ticks the server
+//! therefore sends at most `n` allowances, plus one packet, plus the
+//! deficit it ends with; and it ends with a deficit only when what must go
+//! (below) overran the allowance.
 //!
 //! Each tick the connection's batch carries, in the kernel's order:
 //! - every rejection, Leave and Enter of the tick, always: they change what
@@ -127,24 +130,28 @@ struct Allowance {
     frac: u128,
     /// Bytes left this tick; negative is a deficit.
     level: i64,
+    /// Most unspent bytes carried into the next tick.
+    carry: i64,
 }
 
 impl Allowance {
-    fn new(bytes_per_sec: u32, tick: Duration) -> Allowance {
+    fn new(bytes_per_sec: u32, tick: Duration, carry: usize) -> Allowance {
         Allowance {
             bytes_per_sec,
             tick_us: tick.as_micros(),
             frac: 0,
             level: 0,
+            carry: i64::try_from(carry).unwrap_or(i64::MAX),
         }
     }
 
-    /// Starts a tick: forgets a surplus, keeps a deficit, grants one tick's bytes.
+    /// Starts a tick: keeps a deficit and at most `carry` of a surplus,
+    /// grants one tick's bytes.
     fn refill(&mut self) -> i64 {
         let num = self.frac + u128::from(self.bytes_per_sec) * self.tick_us;
         self.frac = num % 1_000_000;
         let whole = i64::try_from(num / 1_000_000).unwrap_or(i64::MAX);
-        self.level = self.level.min(0).saturating_add(whole);
+        self.level = self.level.min(self.carry).saturating_add(whole);
         self.level
     }
 }
@@ -254,10 +261,11 @@ fn weight(from: Option<Pos>, at: Pos, cell: i64) -> u64 {
 }
 
 impl Pacer {
-    /// A pacer for `bytes_per_sec`, ticking every `tick`.
-    pub(crate) fn new(bytes_per_sec: u32, tick: Duration) -> Pacer {
+    /// A pacer for `bytes_per_sec`, ticking every `tick`, carrying at
+    /// most `carry` unspent bytes (one packet) into the next tick.
+    pub(crate) fn new(bytes_per_sec: u32, tick: Duration, carry: usize) -> Pacer {
         Pacer {
-            allowance: Allowance::new(bytes_per_sec, tick),
+            allowance: Allowance::new(bytes_per_sec, tick, carry),
             tracks: Vec::new(),
             merged: Vec::new(),
             order: Vec::new(),
@@ -493,11 +501,16 @@ mod tests {
     const CELL: i64 = 100 << 16;
 
     #[test]
-    fn a_surplus_is_forgotten_and_a_deficit_carried() {
+    fn a_surplus_is_carried_up_to_a_packet_and_a_deficit_in_full() {
         // 1000 B/s at 20 Hz: 50 bytes a tick.
-        let mut p = Pacer::new(1000, Duration::from_millis(50));
+        let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
         assert_eq!(p.refill(), 50);
         assert_eq!(p.refill(), 50, "an unspent tick does not accumulate");
+        let mut q = Pacer::new(1000, Duration::from_millis(50), 120);
+        assert_eq!(q.refill(), 50);
+        assert_eq!(q.refill(), 100);
+        assert_eq!(q.refill(), 150);
+        assert_eq!(q.refill(), 170, "at most 120 carried");
         p.charge(170);
         assert_eq!(p.stats().deficit, 120);
         assert_eq!(p.refill(), -70);
@@ -508,7 +521,7 @@ mod tests {
     #[test]
     fn fractions_of_a_byte_add_up_exactly() {
         // 1 B/s at 30 Hz: 33 333 µs a tick, one byte every 30 ticks.
-        let mut p = Pacer::new(1, Duration::from_micros(33_334));
+        let mut p = Pacer::new(1, Duration::from_micros(33_334), 0);
         let mut granted = 0;
         for _ in 0..3000 {
             let l = p.refill();
@@ -533,7 +546,7 @@ mod tests {
 
     #[test]
     fn nearest_stale_goes_first_and_only_the_newest_state() {
-        let mut p = Pacer::new(1000, Duration::from_millis(50));
+        let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
         let mut out = Vec::new();
         p.observe(
             1,
@@ -569,7 +582,7 @@ mod tests {
 
     #[test]
     fn a_subject_that_left_and_came_back_is_a_new_track() {
-        let mut p = Pacer::new(1000, Duration::from_millis(50));
+        let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
         let mut out = Vec::new();
         p.observe(1, &[enter(2, 10), enter(5, 10)], None, CELL);
         p.observe(2, &[upd(2, 20)], None, CELL);

@@ -952,6 +952,7 @@ impl<A: Clone + Ord> Server<A> {
             cell: self.world.cell_size.to_bits(),
             packet: HEADER_LEN + overhead,
             part_budget: budget,
+            mtu: self.config.mtu,
         };
         let mut closing = Vec::new();
         for (&entity, &id) in &self.by_entity {
@@ -973,7 +974,7 @@ impl<A: Clone + Ord> Server<A> {
                 let at = locate(entity);
                 let paced = c
                     .pacer
-                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick));
+                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick, pace.mtu));
                 pace_updates(
                     paced,
                     &pace,
@@ -1158,6 +1159,8 @@ struct PaceParams {
     packet: usize,
     /// Largest payload of one part.
     part_budget: usize,
+    /// Most unspent bytes carried to the next tick: one packet.
+    mtu: usize,
 }
 
 /// Replaces the kernel's Updates at the end of `route` (one connection's
