@@ -168,8 +168,8 @@ pub(crate) struct Pacer {
     allowance: Allowance,
     tracks: Vec<Track>,
     merged: Vec<Track>,
-    /// Indices of stale tracks, in priority order.
-    order: Vec<u32>,
+    /// Stale tracks as (inverted priority, id, index): sorted, priority order.
+    order: Vec<(u64, EntityId, u32)>,
     /// How many of `order` are taken this tick.
     taken: usize,
     /// Indices of the tracks taken, ascending.
@@ -256,8 +256,13 @@ fn weight(from: Option<Pos>, at: Pos, cell: i64) -> u64 {
         .saturating_add(dy.unsigned_abs().saturating_mul(dy.unsigned_abs()));
     let c = u128::from(cell.unsigned_abs());
     let c2 = c.saturating_mul(c);
-    let w = NEAR_WEIGHT.saturating_mul(c2) / c2.saturating_add(d2).max(1);
-    1 + u64::try_from(w).unwrap_or(0)
+    let den = c2.saturating_add(d2).max(1);
+    // 128-bit division is a library call, ten times a 64-bit one: scale
+    // both terms down until they fit 56 bits (the ratio barely moves), so
+    // that in a world of ordinary size the weight costs a u64 division.
+    let shift = (128 - den.leading_zeros()).saturating_sub(56);
+    let (num, den) = ((c2 >> shift) as u64, ((den >> shift) as u64).max(1));
+    1 + (NEAR_WEIGHT as u64 * num) / den
 }
 
 impl Pacer {
@@ -370,35 +375,46 @@ impl Pacer {
     /// `observer`, each carrying the subject's newest state.
     pub(crate) fn choose(&mut self, observer: EntityId, room: i64, out: &mut Vec<Event>) {
         self.order.clear();
+        // Optimistically a one-byte head; the exact size is settled below.
+        let mut all = 0i64;
         for (i, t) in self.tracks.iter().enumerate() {
             if t.stale() {
-                self.order.push(i as u32);
+                self.order.push((!t.priority, t.id, i as u32));
+                all += 1 + update_body(&t.sent, &t.target) as i64;
             }
         }
-        let tracks = &self.tracks;
-        self.order.sort_unstable_by_key(|&i| {
-            let t = &tracks[i as usize];
-            (core::cmp::Reverse(t.priority), t.id)
-        });
-        // Optimistically a one-byte head; the exact size is settled below.
-        let mut left = room;
-        self.taken = 0;
-        for &i in &self.order {
-            let t = &tracks[i as usize];
-            let cost = 1 + update_body(&t.sent, &t.target) as i64;
-            if cost > left {
-                break;
+        let mut sorted = false;
+        if all <= room {
+            // Everything fits: no order needed (`order` is by index already).
+            self.taken = self.order.len();
+        } else {
+            sorted = true;
+            self.order.sort_unstable();
+            let mut left = room;
+            self.taken = 0;
+            for &(_, _, i) in &self.order {
+                let t = &self.tracks[i as usize];
+                let cost = 1 + update_body(&t.sent, &t.target) as i64;
+                if cost > left {
+                    break;
+                }
+                left -= cost;
+                self.taken += 1;
             }
-            left -= cost;
-            self.taken += 1;
         }
         // Drop the lowest-priority picks until the exact size fits.
         loop {
             self.picked.clear();
-            self.picked.extend_from_slice(&self.order[..self.taken]);
+            self.picked
+                .extend(self.order[..self.taken].iter().map(|o| o.2));
             self.picked.sort_unstable();
             if self.taken == 0 || self.exact_bytes() as i64 <= room {
                 break;
+            }
+            if !sorted {
+                // The same set, now in priority order, to drop the least.
+                self.order.sort_unstable();
+                sorted = true;
             }
             self.taken -= 1;
         }

@@ -40,7 +40,7 @@ pub fn config() -> Config {
     Config {
         width_cells: 40,
         height_cells: 40,
-        max_entities: 8_192,
+        max_entities: 16_384,
         ..Config::default()
     }
 }
