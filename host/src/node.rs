@@ -667,9 +667,13 @@ where
                 ),
             }
         }
-        if let Err(e) = self
-            .server
-            .push_tick(now, report.tick, report.digest, &self.events)
+        // With a budget, subjects near a client's entity are updated first.
+        let world = &self.world;
+        if let Err(e) =
+            self.server
+                .push_tick_located(now, report.tick, report.digest, &self.events, |id| {
+                    world.entity(id).map(|e| e.pos)
+                })
         {
             // The kernel's order is the contract; this would be a kernel bug.
             warn!(tick = report.tick, "protocol refused the tick: {e}");
