@@ -44,20 +44,47 @@
 //! host does not say where the observer is, every weight is 1: the stalest
 //! subject goes first.
 //!
-//! Priority only grows while a subject is stale, and by at least 1 a tick,
-//! so a subject that stops moving is sent its final state after a bounded
-//! number of ticks for a given budget and view; `cargo bench -p
+//! Once subjects stop moving, the kernel reports their final states and
+//! nothing becomes stale again; every tick grants at least
+//! [`MIN_BUDGET_PER_TICK`] bytes (a smaller budget is refused), room for an
+//! Update beside an empty tick's packet, so the stale subjects are sent
+//! one after another and the client holds every exact state after a
+//! bounded number of ticks for a given budget and view; `cargo bench -p
 //! lockgrid-protocol --bench budget` measures how many.
+//!
+//! A lost part is resent byte for byte, as without a budget: an Update it
+//! carried goes again even if its subject moved on, and the newer state
+//! follows as a delta from it. Putting the newest state into the resent
+//! part instead would leave the server unsure which of the two encodings
+//! the client applied (a late original and the resend may both arrive),
+//! and every later Update is a delta from that state.
 
 use alloc::vec::Vec;
 use core::time::Duration;
 
 use lockgrid_kernel::{Dir, EntityId, Event, Fix, Pos};
 
+use crate::batch::EMPTY_PART_LEN;
+use crate::config::TICK_BATCH_OVERHEAD;
+use crate::packet::HEADER_LEN;
+use crate::seal::SEAL_OVERHEAD;
 use crate::wire::{varint_len, zigzag};
+#[cfg(doc)]
+use crate::ServerConfig;
 
 /// Weight of a subject at distance 0; the weight halves at one cell.
 const NEAR_WEIGHT: u128 = 255;
+
+/// Fewest bytes a budget must grant per tick: a sealed packet holding an
+/// empty tick (header, TickBatch frame, four empty sections, tag) and the
+/// largest Update item beside it. A smaller budget could never send an
+/// Update, so [`ServerConfig::validate`] refuses it.
+pub const MIN_BUDGET_PER_TICK: usize =
+    HEADER_LEN + TICK_BATCH_OVERHEAD + SEAL_OVERHEAD + EMPTY_PART_LEN + MAX_UPDATE_ITEM;
+
+/// The largest Update item: a two-byte head (gaps up to 2¹¹), two 64-bit
+/// position deltas, a heading delta and a 64-bit speed delta.
+const MAX_UPDATE_ITEM: usize = 2 + 10 + 10 + 3 + 10;
 
 /// Counters and state of one connection's budget, from
 /// [`Server::budget_stats`](crate::Server::budget_stats).

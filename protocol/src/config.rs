@@ -72,6 +72,11 @@ pub struct ServerConfig {
     /// [`budget`](crate::budget)); an Update that would change nothing for
     /// the client is never sent.
     ///
+    /// A budget must grant at least
+    /// [`MIN_BUDGET_PER_TICK`](crate::budget::MIN_BUDGET_PER_TICK) bytes a
+    /// tick (2 000 bytes per second at 20 Hz): less could not carry one
+    /// Update beside a tick's packet.
+    ///
     /// No limit is the default because the server cannot know its
     /// clients' links, and a default cap would silently slow every
     /// deployment whose clients can take more; the kernel's own update
@@ -122,8 +127,13 @@ impl ServerConfig {
         if self.idle_timeout.is_zero() || self.handshake_timeout.is_zero() {
             return Err(InvalidConfig("timeouts must be positive"));
         }
-        if self.budget_bytes_per_sec == Some(0) {
-            return Err(InvalidConfig("budget_bytes_per_sec must be positive"));
+        if let Some(b) = self.budget_bytes_per_sec {
+            let per_tick = u128::from(b) * self.tick_interval.as_micros() / 1_000_000;
+            if per_tick < crate::budget::MIN_BUDGET_PER_TICK as u128 {
+                return Err(InvalidConfig(
+                    "budget_bytes_per_sec must grant at least MIN_BUDGET_PER_TICK bytes a tick",
+                ));
+            }
         }
         Ok(())
     }

@@ -452,12 +452,24 @@ fn a_generous_budget_keeps_every_copy_current() {
 
 #[test]
 fn enters_beyond_the_budget_still_go_and_count_as_overruns() {
-    // 1 KiB/s cannot carry a crowd's initial Enters: they go anyway.
+    // 2 KiB/s cannot carry a crowd's initial Enters in a tick: they go anyway.
     let s = Spec {
-        budget: 1024,
         motion: 40,
-        ..spec(9, Layout::Hotspot, 1024)
+        ..spec(9, Layout::Hotspot, 2 * 1024)
     };
     let o = check(&s);
     assert!(o.overrun_ticks > 0);
+}
+
+#[test]
+fn a_budget_too_small_for_one_update_a_tick_is_refused() {
+    let at = |b| ServerConfig {
+        budget_bytes_per_sec: Some(b),
+        ..ServerConfig::default()
+    };
+    // 20 Hz: MIN_BUDGET_PER_TICK bytes a tick is 20 times that a second.
+    let min = 20 * lockgrid_protocol::budget::MIN_BUDGET_PER_TICK as u32;
+    assert!(at(min).validate().is_ok());
+    assert!(at(min - 20).validate().is_err());
+    assert!(at(0).validate().is_err());
 }
