@@ -584,6 +584,7 @@ impl Driver {
             snapshots_written: n.snapshots_written,
             snapshot_failures: n.snapshot_failures,
             snapshot_error: n.snapshot_error,
+            budget: n.budget,
         }
     }
 }

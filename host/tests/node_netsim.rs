@@ -559,14 +559,18 @@ fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
         converged += 1;
     }
     // A budget that never held an Update back tested nothing.
-    let deferred: u64 = node
-        .server()
-        .connections()
-        .filter_map(|c| node.server().budget_stats(c))
-        .map(|b| b.updates_deferred)
-        .sum();
+    let summary = node.stats().budget;
+    if summary.map(|b| b.bytes_per_sec) != budget {
+        return Err(format!(
+            "seed {seed}: the node's stats show budget {summary:?}"
+        ));
+    }
+    let deferred = summary.map_or(0, |b| b.updates_deferred);
     if budget.is_some() && deferred == 0 {
         return Err(format!("seed {seed}: the budget never deferred an Update"));
+    }
+    if summary.is_some_and(|b| b.stale_subjects != 0 || b.max_staleness != 0) {
+        return Err(format!("seed {seed}: stale at the end: {summary:?}"));
     }
     // The journal the node kept replays to every digest the clients saw.
     let mut replay = World::new(config).map_err(|e| e.to_string())?;

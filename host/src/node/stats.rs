@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use lockgrid_kernel::{Event, EventKind};
+use serde::{Deserialize, Serialize};
 
 use super::rules::Refusal;
 
@@ -40,6 +41,32 @@ pub struct NodeStats {
     pub snapshot_error: Option<String>,
     /// Refused client input and datagrams, per reason.
     pub refused: BTreeMap<Refusal, u64>,
+    /// The bandwidth budget over the clients connected now, when the
+    /// server has one.
+    pub budget: Option<BudgetSummary>,
+}
+
+/// The per-client bandwidth budget over the clients connected now (see
+/// `lockgrid_protocol::budget`); counters of clients that left are gone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetSummary {
+    /// Each client's budget, bytes per second.
+    pub bytes_per_sec: u32,
+    /// Bytes sent per client, on average over the clients now.
+    pub bytes_per_client: u64,
+    /// The largest deficit of a client now, bytes.
+    pub max_deficit: u64,
+    /// Ticks whose Enters, Leaves and rejections alone overran a client's
+    /// allowance, summed.
+    pub overrun_ticks: u64,
+    /// Updates sent, summed.
+    pub updates_sent: u64,
+    /// Stale subjects left for a later tick, summed over ticks and clients.
+    pub updates_deferred: u64,
+    /// Visible subjects whose newest state is not yet sent, summed.
+    pub stale_subjects: u64,
+    /// The longest any client's copy of a subject has been stale, ticks.
+    pub max_staleness: u64,
 }
 
 impl NodeStats {
