@@ -425,6 +425,12 @@ fn a_tight_budget_in_a_crowd_keeps_views_exact_and_bytes_bounded() {
             o.worst_staleness > 1,
             "the budget should have made copies stale"
         );
+        // 150 subjects' final states take about 1 KiB: a few ticks at 8 KiB/s.
+        assert!(
+            o.converged_after <= 40,
+            "{} ticks to converge",
+            o.converged_after
+        );
     }
 }
 
