@@ -331,33 +331,17 @@ where
                 *s.refused.entry(why).or_insert(0) += n;
             }
         }
-        s.budget = self.budget_summary();
+        s.budget = self.server.budget_totals().map(|t| BudgetSummary {
+            bytes_per_sec: t.bytes_per_sec,
+            bytes_per_client: s.bytes_out.checked_div(s.connections).unwrap_or(0),
+            max_deficit: t.deficit,
+            overrun_ticks: t.overrun_ticks,
+            updates_sent: t.updates_sent,
+            updates_deferred: t.updates_deferred,
+            stale_subjects: u64::from(t.stale_now),
+            max_staleness: t.max_staleness,
+        });
         s
-    }
-
-    /// The bandwidth budget over the clients connected now.
-    fn budget_summary(&self) -> Option<BudgetSummary> {
-        let bytes_per_sec = self.config.server.budget_bytes_per_sec?;
-        let mut b = BudgetSummary {
-            bytes_per_sec,
-            ..BudgetSummary::default()
-        };
-        let (mut clients, mut bytes) = (0u64, 0u64);
-        for c in self.server.connections() {
-            let Some(s) = self.server.budget_stats(c) else {
-                continue;
-            };
-            clients += 1;
-            bytes += self.server.conn_stats(c).map_or(0, |s| s.bytes_sent);
-            b.max_deficit = b.max_deficit.max(s.deficit);
-            b.overrun_ticks += s.overrun_ticks;
-            b.updates_sent += s.updates_sent;
-            b.updates_deferred += s.updates_deferred;
-            b.stale_subjects += u64::from(s.stale_now);
-            b.max_staleness = b.max_staleness.max(s.max_staleness);
-        }
-        b.bytes_per_client = bytes.checked_div(clients).unwrap_or(0);
-        Some(b)
     }
 
     /// The events of the last tick, in contract order (empty before the first).

@@ -110,6 +110,19 @@ pub struct BudgetStats {
     pub max_staleness: u64,
 }
 
+impl BudgetStats {
+    /// Adds another connection's figures: counters and stale subjects
+    /// summed, the largest deficit and staleness kept.
+    pub(crate) fn absorb(&mut self, o: &BudgetStats) {
+        self.deficit = self.deficit.max(o.deficit);
+        self.overrun_ticks += o.overrun_ticks;
+        self.updates_sent += o.updates_sent;
+        self.updates_deferred += o.updates_deferred;
+        self.stale_now += o.stale_now;
+        self.max_staleness = self.max_staleness.max(o.max_staleness);
+    }
+}
+
 /// Movable state of a subject, what an Update carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct State {

@@ -261,6 +261,8 @@ pub struct Server<A> {
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
     stats: ServerStats,
+    /// Budget counters of closed connections, for [`Server::budget_totals`].
+    retired_budget: BudgetStats,
 }
 
 /// A Disconnect sent outside a connection's packet flow: stateless (in
@@ -320,6 +322,7 @@ impl<A: Clone + Ord> Server<A> {
             security: None,
             scratch: Vec::new(),
             stats: ServerStats::default(),
+            retired_budget: BudgetStats::default(),
         })
     }
 
@@ -440,6 +443,33 @@ impl<A: Clone + Ord> Server<A> {
             .map(Pacer::stats)
     }
 
+    /// The bandwidth budget over every connection: Updates sent and
+    /// deferred and overrun ticks since the server started (closed
+    /// connections included); the largest deficit and staleness, and the
+    /// stale subjects, of the connections open now. `None` without a budget.
+    pub fn budget_totals(&self) -> Option<BudgetStats> {
+        let bytes_per_sec = self.config.budget_bytes_per_sec?;
+        let mut t = self.retired_budget;
+        t.bytes_per_sec = bytes_per_sec;
+        for p in self.conns.values().filter_map(|c| c.pacer.as_ref()) {
+            t.absorb(&p.stats());
+        }
+        Some(t)
+    }
+
+    /// Keeps a closing connection's budget counters for the totals.
+    fn retire_budget(&mut self, c: &Conn<A>) {
+        if let Some(p) = &c.pacer {
+            let s = BudgetStats {
+                deficit: 0,
+                stale_now: 0,
+                max_staleness: 0,
+                ..p.stats()
+            };
+            self.retired_budget.absorb(&s);
+        }
+    }
+
     /// The entity a connection acts for, once accepted.
     pub fn conn_entity(&self, conn: ConnId) -> Option<EntityId> {
         self.conns.get(&conn.0).and_then(|c| c.entity)
@@ -504,6 +534,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
+        self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
@@ -671,6 +702,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
+        self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
