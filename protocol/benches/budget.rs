@@ -15,7 +15,9 @@
 //! alone. Staleness of a subject in a client's view: ticks since the
 //! client's copy last equalled the subject's state in the kernel.
 //!
-//! Run with `cargo bench -p lockgrid-protocol --bench budget`.
+//! Run with `cargo bench -p lockgrid-protocol --bench budget`; words after
+//! `--` keep only the rows whose layout and budget name contain them all
+//! (`-- hotspot "8 KiB"`).
 
 #[path = "../tests/common/crowd.rs"]
 #[allow(dead_code)]
@@ -211,6 +213,10 @@ fn run(layout: Layout, npcs: usize, budget: Option<u32>, located: bool) -> Figur
 }
 
 fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     println!(
         "{CLIENTS} motionless observers, {TICKS} ticks at {TICKS_PER_SEC} Hz, perfect instant link; staleness in ticks"
     );
@@ -232,6 +238,10 @@ fn main() {
             ("8 KiB/s, weights 1", Some(8 * 1024), false),
         ];
         for (name, budget, located) in runs {
+            let label = format!("{} {name}", layout.name());
+            if !filters.iter().all(|f| label.contains(f.as_str())) {
+                continue;
+            }
             // Best encoding time of three runs; the other figures are deterministic.
             let mut f = run(layout, npcs, budget, located);
             for _ in 0..2 {

@@ -24,18 +24,23 @@
 //! **Priority.** For each visible subject the connection keeps the newest
 //! state the kernel reported (its *target*: the Enter, then each Update)
 //! and the state the client will hold once it has applied everything sent
-//! (*sent*). A subject is *stale* while the two differ. At the end of every
-//! tick each stale subject's priority grows by its nearness weight
+//! (*sent*). A subject is *stale* while the two differ. When every stale
+//! subject's Update fits the bytes left, all are sent. Otherwise each stale
+//! subject's priority first grows by its nearness weight
 //!
 //! ```text
-//! w = 1 + (255 · c²) / (c² + d²)        (integer division, u128)
+//! n = c²,  m = c² + d²                  (u128, saturating)
+//! s = max(0, bits(m) − 56)              (bits: position of the highest set bit, 1-based)
+//! w = 1 + (255 · (n >> s)) / max(1, m >> s)
 //! ```
 //!
 //! where `c` is the world's cell size and `d` the distance from the
-//! observer to the subject's target position, both as raw I48F16 values:
-//! 256 at the observer's feet, 128 one cell away, 26 at three cells, 3 at
-//! ten. Stale subjects are taken highest priority first (ties: lower id
-//! first) while their Update fits the bytes left; a taken subject is sent
+//! observer to the subject's target position, both as raw I48F16 values
+//! (the shift, zero closer than about 4 000 units with cells of 100, keeps
+//! the division in 64 bits): 256 at the observer's feet, 128 one cell
+//! away, 26 at three cells, 3 at ten. Then stale subjects are taken
+//! highest priority first (ties: lower id first) while their Update fits
+//! the bytes left; a taken subject is sent
 //! its target — the newest state, whatever states it went through while it
 //! waited are never sent — and its priority drops to zero. A subject
 //! nothing changed for is never sent an Update. The rule reads no clock and
@@ -141,7 +146,7 @@ struct Track {
     sent: State,
     /// Accumulated priority while stale; zero when sent.
     priority: u64,
-    /// First tick of the current staleness (meaningless while not stale).
+    /// First tick of the current staleness; 0 while not stale.
     stale_since: u64,
 }
 
@@ -337,16 +342,8 @@ impl Pacer {
 
     /// Takes in this observer's view events of `tick` (Leaves, Enters,
     /// Updates in contract order): membership follows the Leaves and
-    /// Enters, targets follow Enters and Updates, and every stale subject
-    /// gains its weight. `observer` is where the observer is, if known;
-    /// `cell` the raw cell size.
-    pub(crate) fn observe(
-        &mut self,
-        tick: u64,
-        events: &[Event],
-        observer: Option<Pos>,
-        cell: i64,
-    ) {
+    /// Enters, targets follow Enters and Updates.
+    pub(crate) fn observe(&mut self, tick: u64, events: &[Event]) {
         let leaves = events.partition_point(|e| matches!(e, Event::Leave { .. }));
         let enters =
             leaves + events[leaves..].partition_point(|e| matches!(e, Event::Enter { .. }));
@@ -394,14 +391,12 @@ impl Pacer {
         for t in self.tracks.iter_mut() {
             if !t.stale() {
                 t.priority = 0;
+                t.stale_since = 0;
                 continue;
             }
-            if t.priority == 0 {
+            if t.stale_since == 0 {
                 t.stale_since = tick;
             }
-            t.priority = t
-                .priority
-                .saturating_add(weight(observer, t.target.pos, cell));
             stale += 1;
             oldest = oldest.min(t.stale_since);
         }
@@ -412,15 +407,30 @@ impl Pacer {
     /// Chooses the Updates of this tick: stale subjects by priority while
     /// they fit `room` bytes of update section (its count excluded), and
     /// writes them to `out` in ascending subject order as Update events for
-    /// `observer`, each carrying the subject's newest state.
-    pub(crate) fn choose(&mut self, observer: EntityId, room: i64, out: &mut Vec<Event>) {
+    /// `observer`, each carrying the subject's newest state. `at` is where
+    /// the observer is, if known, and `cell` the raw cell size: the unit
+    /// of nearness.
+    ///
+    /// When every stale subject fits, all go and no priority is needed:
+    /// priorities grow (each stale subject by its weight) only on ticks
+    /// where some must wait, which orders them the same way.
+    pub(crate) fn choose(
+        &mut self,
+        observer: EntityId,
+        room: i64,
+        at: Option<Pos>,
+        cell: i64,
+        out: &mut Vec<Event>,
+    ) {
         self.order.clear();
-        // Optimistically a one-byte head; the exact size is settled below.
-        let mut all = 0i64;
+        // The exact bytes of sending every stale subject.
+        let (mut all, mut next) = (0i64, 0u64);
         for (i, t) in self.tracks.iter().enumerate() {
             if t.stale() {
-                self.order.push((!t.priority, t.id, i as u32));
-                all += 1 + update_body(&t.sent, &t.target) as i64;
+                let gap = i as u64 - next;
+                all += (varint_len(gap << 3 | 7) + update_body(&t.sent, &t.target)) as i64;
+                next = i as u64 + 1;
+                self.order.push((0, t.id, i as u32));
             }
         }
         let mut sorted = false;
@@ -428,6 +438,12 @@ impl Pacer {
             // Everything fits: no order needed (`order` is by index already).
             self.taken = self.order.len();
         } else {
+            for o in self.order.iter_mut() {
+                if let Some(t) = self.tracks.get_mut(o.2 as usize) {
+                    t.priority = t.priority.saturating_add(weight(at, t.target.pos, cell));
+                    o.0 = !t.priority;
+                }
+            }
             sorted = true;
             self.order.sort_unstable();
             let mut left = room;
@@ -448,7 +464,7 @@ impl Pacer {
             self.picked
                 .extend(self.order[..self.taken].iter().map(|o| o.2));
             self.picked.sort_unstable();
-            if self.taken == 0 || self.exact_bytes() as i64 <= room {
+            if self.taken == 0 || all <= room || self.exact_bytes() as i64 <= room {
                 break;
             }
             if !sorted {
@@ -555,6 +571,10 @@ mod tests {
     }
 
     const CELL: i64 = 100 << 16;
+    const ORIGIN: Option<Pos> = Some(Pos {
+        x: Fix::ZERO,
+        y: Fix::ZERO,
+    });
 
     #[test]
     fn a_surplus_is_carried_up_to_a_packet_and_a_deficit_in_full() {
@@ -604,34 +624,24 @@ mod tests {
     fn nearest_stale_goes_first_and_only_the_newest_state() {
         let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
         let mut out = Vec::new();
-        p.observe(
-            1,
-            &[enter(2, 10), enter(3, 500), enter(4, 50)],
-            Some(Pos::default()),
-            CELL,
-        );
-        p.choose(1, 100, &mut out);
+        p.observe(1, &[enter(2, 10), enter(3, 500), enter(4, 50)]);
+        p.choose(1, 100, ORIGIN, CELL, &mut out);
         assert!(out.is_empty(), "nothing changed since the Enters");
         // All three move; room for one update only.
-        p.observe(
-            2,
-            &[upd(2, 11), upd(3, 501), upd(4, 51)],
-            Some(Pos::default()),
-            CELL,
-        );
-        p.choose(1, 6, &mut out);
+        p.observe(2, &[upd(2, 11), upd(3, 501), upd(4, 51)]);
+        p.choose(1, 6, ORIGIN, CELL, &mut out);
         assert_eq!(out, [upd(2, 11)]);
         out.clear();
         // 4 moves again before it was sent: only its newest state goes.
-        p.observe(3, &[upd(4, 60)], Some(Pos::default()), CELL);
-        p.choose(1, 6, &mut out);
+        p.observe(3, &[upd(4, 60)]);
+        p.choose(1, 6, ORIGIN, CELL, &mut out);
         assert_eq!(out, [upd(4, 60)]);
         out.clear();
         assert_eq!(p.stats().stale_now, 1);
         assert_eq!(p.stats().max_staleness, 2, "3 last matched at tick 1");
         // The far one waited longest and is taken now.
-        p.observe(4, &[], Some(Pos::default()), CELL);
-        p.choose(1, 100, &mut out);
+        p.observe(4, &[]);
+        p.choose(1, 100, ORIGIN, CELL, &mut out);
         assert_eq!(out, [upd(3, 501)]);
         assert_eq!(p.stats().stale_now, 0);
     }
@@ -640,15 +650,15 @@ mod tests {
     fn a_subject_that_left_and_came_back_is_a_new_track() {
         let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
         let mut out = Vec::new();
-        p.observe(1, &[enter(2, 10), enter(5, 10)], None, CELL);
-        p.observe(2, &[upd(2, 20)], None, CELL);
+        p.observe(1, &[enter(2, 10), enter(5, 10)]);
+        p.observe(2, &[upd(2, 20)]);
         let leave = Event::Leave {
             observer: 1,
             subject: 2,
         };
-        p.observe(3, &[leave, enter(2, 30), enter(3, 0)], None, CELL);
+        p.observe(3, &[leave, enter(2, 30), enter(3, 0)]);
         assert_eq!(p.tracks.iter().map(|t| t.id).collect::<Vec<_>>(), [2, 3, 5]);
-        p.choose(1, 100, &mut out);
+        p.choose(1, 100, ORIGIN, CELL, &mut out);
         assert!(out.is_empty(), "the new incarnation is sent as it entered");
     }
 

@@ -1212,7 +1212,7 @@ fn pace_updates(
     let rejected = route.partition_point(|e| matches!(e, Event::Rejected { .. }));
     let membership =
         rejected + route[rejected..].partition_point(|e| !matches!(e, Event::Update { .. }));
-    pacer.observe(tick, &route[rejected..], at, pace.cell);
+    pacer.observe(tick, &route[rejected..]);
     let level = pacer.refill();
     // What must go before any Update: parts awaiting resend, this tick's
     // rejections, Leaves and Enters, one packet around them.
@@ -1239,7 +1239,7 @@ fn pace_updates(
         room -= extra * (pace.packet + TICK_BATCH_OVERHEAD + 4) as i64;
     }
     route.truncate(membership);
-    pacer.choose(observer, room, route);
+    pacer.choose(observer, room, at, pace.cell, route);
 }
 
 /// Marks the parts a packet carried as acknowledged or to be sent again.
