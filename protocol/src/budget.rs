@@ -213,8 +213,9 @@ pub(crate) struct Pacer {
     allowance: Allowance,
     tracks: Vec<Track>,
     merged: Vec<Track>,
-    /// Stale tracks as (inverted priority, id, index): sorted, priority order.
-    order: Vec<(u64, EntityId, u32)>,
+    /// Stale tracks as `!priority << 64 | index`: sorted, priority order
+    /// (ties by index, which is by id: tracks are sorted by id).
+    order: Vec<u128>,
     /// How many of `order` are taken this tick.
     taken: usize,
     /// Indices of the tracks taken, ascending.
@@ -430,26 +431,27 @@ impl Pacer {
                 let gap = i as u64 - next;
                 all += (varint_len(gap << 3 | 7) + update_body(&t.sent, &t.target)) as i64;
                 next = i as u64 + 1;
-                self.order.push((0, t.id, i as u32));
+                self.order.push(i as u128);
             }
         }
-        let mut sorted = false;
+        self.picked.clear();
         if all <= room {
             // Everything fits: no order needed (`order` is by index already).
             self.taken = self.order.len();
+            self.picked.extend(self.order.iter().map(|&o| o as u32));
         } else {
             for o in self.order.iter_mut() {
-                if let Some(t) = self.tracks.get_mut(o.2 as usize) {
+                if let Some(t) = self.tracks.get_mut(*o as usize) {
                     t.priority = t.priority.saturating_add(weight(at, t.target.pos, cell));
-                    o.0 = !t.priority;
+                    *o |= u128::from(!t.priority) << 64;
                 }
             }
-            sorted = true;
             self.order.sort_unstable();
+            // Optimistically a one-byte head; the exact size is settled below.
             let mut left = room;
             self.taken = 0;
-            for &(_, _, i) in &self.order {
-                let t = &self.tracks[i as usize];
+            for &o in &self.order {
+                let t = &self.tracks[o as u32 as usize];
                 let cost = 1 + update_body(&t.sent, &t.target) as i64;
                 if cost > left {
                     break;
@@ -457,22 +459,17 @@ impl Pacer {
                 left -= cost;
                 self.taken += 1;
             }
-        }
-        // Drop the lowest-priority picks until the exact size fits.
-        loop {
-            self.picked.clear();
             self.picked
-                .extend(self.order[..self.taken].iter().map(|o| o.2));
+                .extend(self.order[..self.taken].iter().map(|&o| o as u32));
             self.picked.sort_unstable();
-            if self.taken == 0 || all <= room || self.exact_bytes() as i64 <= room {
-                break;
+            // Drop the lowest-priority picks until the exact size fits.
+            while self.taken > 0 && self.exact_bytes() as i64 > room {
+                self.taken -= 1;
+                let last = self.order[self.taken] as u32;
+                if let Ok(k) = self.picked.binary_search(&last) {
+                    self.picked.remove(k);
+                }
             }
-            if !sorted {
-                // The same set, now in priority order, to drop the least.
-                self.order.sort_unstable();
-                sorted = true;
-            }
-            self.taken -= 1;
         }
         self.stats.updates_deferred += (self.order.len() - self.taken) as u64;
         self.stats.updates_sent += self.taken as u64;
