@@ -40,10 +40,10 @@
 //! the division in 64 bits): 256 at the observer's feet, 128 one cell
 //! away, 26 at three cells, 3 at ten. Then stale subjects are taken
 //! highest priority first (ties: lower id first) while their Update fits
-//! the bytes left; a taken subject is sent
-//! its target — the newest state, whatever states it went through while it
-//! waited are never sent — and its priority drops to zero. A subject
-//! nothing changed for is never sent an Update. The rule reads no clock and
+//! the bytes left; a taken subject is sent its target — the newest state,
+//! whatever states it went through while it waited are never sent — and
+//! its priority drops to zero. A subject nothing changed for is never sent
+//! an Update. The rule reads no clock and
 //! no float, and depends only on the kernel's events, the observer's
 //! position and the bytes already sent, so it is deterministic. When the
 //! host does not say where the observer is, every weight is 1: the stalest

@@ -933,8 +933,8 @@ impl<A: Clone + Ord> Server<A> {
     /// [`push_tick`](Self::push_tick), with `locate` saying where each
     /// connection's entity is after the tick (e.g. `|id|
     /// world.entity(id).map(|e| e.pos)`): with a budget, subjects near the
-    /// observer gain priority faster (see the `budget` section of the crate
-    /// docs). Without a budget `locate` is not called.
+    /// observer gain priority faster (see [`crate::budget`]). Without a
+    /// budget `locate` is not called.
     pub fn push_tick_located<F: FnMut(EntityId) -> Option<Pos>>(
         &mut self,
         now: Instant,
