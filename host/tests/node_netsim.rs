@@ -249,6 +249,8 @@ fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     let mut slots: Vec<Slot> = Vec::new();
     let mut history: BTreeMap<u64, (u64, Vec<Event>)> = BTreeMap::new();
+    // Per client address: (µs, bytes) of every datagram the node sent it.
+    let mut sends: BTreeMap<u32, Vec<(u64, usize)>> = BTreeMap::new();
     let mut buf = vec![0u8; mtu];
     let mut next_step = now;
     let deadline = now + Duration::from_micros(TICK_US * (LOAD_TICKS + 400));
@@ -271,6 +273,10 @@ fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
                     .poll_transmit(now, &mut buf)
                     .map_err(|e| e.to_string())?
                 {
+                    sends
+                        .entry(t.destination)
+                        .or_default()
+                        .push((now.as_micros(), t.len));
                     net.send(now, SERVER, t.destination, &buf[..t.len]);
                 }
             }
@@ -559,6 +565,8 @@ fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
         converged += 1;
     }
     // A budget that never held an Update back tested nothing.
+    let worst_second = sends.values().map(|s| worst_window(s)).max().unwrap_or(0);
+    let overruns = node.stats().budget.map_or(0, |b| b.overrun_ticks);
     let summary = node.stats().budget;
     if summary.map(|b| b.bytes_per_sec) != budget {
         return Err(format!(
@@ -583,7 +591,7 @@ fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "seed {seed}: mtu {mtu} loss {}ppm dup {}ppm jitter {}us, {} ticks, {} clients ({converged} converged), {} datagrams delivered, {} lost, {deferred} updates deferred",
+        "seed {seed}: mtu {mtu} loss {}ppm dup {}ppm jitter {}us, {} ticks, {} clients ({converged} converged), {} datagrams delivered, {} lost, {deferred} updates deferred, at most {worst_second} bytes to a client in a second ({overruns} overrun ticks)",
         faults.loss,
         faults.dup,
         faults.jitter,
@@ -592,6 +600,20 @@ fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
         net.delivered,
         net.dropped
     ))
+}
+
+/// Most bytes in any one-second window over `(time µs, bytes)` sends.
+fn worst_window(sends: &[(u64, usize)]) -> u64 {
+    let (mut lo, mut sum, mut worst) = (0, 0u64, 0u64);
+    for &(t, len) in sends {
+        sum += len as u64;
+        while sends[lo].0 + 1_000_000 <= t {
+            sum -= sends[lo].1 as u64;
+            lo += 1;
+        }
+        worst = worst.max(sum);
+    }
+    worst
 }
 
 #[test]
