@@ -3,8 +3,9 @@
 //! any budget and any loss of server packets, a budgeted server and a real
 //! client agree: after every applied tick the client's view holds exactly
 //! the model's subjects, every Update it receives changes something and
-//! carries a state the subject really had, and once the events stop the
-//! client's view equals the model, state for state.
+//! carries the subject's newest state as of its tick (never a state that
+//! was already superseded when the tick was sent), and once the events
+//! stop the client's view equals the model, state for state.
 
 mod common;
 
@@ -48,6 +49,8 @@ fn run(seed: u64, budget: u32, loss: u64, ticks: u64) -> Result<(), TestCaseErro
     let mut model: BTreeMap<EntityId, Seen> = BTreeMap::new();
     // Per tick, the model's subjects; every state each subject ever had.
     let mut sets: Vec<BTreeSet<EntityId>> = vec![BTreeSet::new()];
+    // Per tick, the model itself: the newest state of every subject.
+    let mut models: Vec<BTreeMap<EntityId, Seen>> = vec![BTreeMap::new()];
     let mut had: BTreeSet<Key> = BTreeSet::new();
     let mut mine: BTreeMap<EntityId, Seen> = BTreeMap::new();
     let mut buf = vec![0u8; 1200];
@@ -73,6 +76,7 @@ fn run(seed: u64, budget: u32, loss: u64, ticks: u64) -> Result<(), TestCaseErro
             Vec::new()
         };
         sets.push(model.keys().copied().collect());
+        models.push(model.clone());
         had.extend(model.iter().map(|(&id, s)| key(id, s)));
         server.push_tick(now, tick, tick, &events).unwrap();
         while let Some(t) = server.poll_transmit(now, &mut buf).unwrap() {
@@ -129,6 +133,13 @@ fn run(seed: u64, budget: u32, loss: u64, ticks: u64) -> Result<(), TestCaseErro
                         };
                         prop_assert_ne!(old, s, "an Update that changes nothing");
                         prop_assert!(had.contains(&key(subject, &s)), "an Update state never had");
+                        prop_assert_eq!(
+                            models[t as usize].get(&subject),
+                            Some(&s),
+                            "tick {}: an Update of {} with a superseded state",
+                            t,
+                            subject
+                        );
                         mine.insert(subject, s);
                     }
                     Event::Rejected { .. } => {}
