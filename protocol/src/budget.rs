@@ -212,7 +212,6 @@ impl Allowance {
 pub(crate) struct Pacer {
     allowance: Allowance,
     tracks: Vec<Track>,
-    merged: Vec<Track>,
     /// Stale tracks as `!priority << 64 | index`: sorted, priority order
     /// (ties by index, which is by id: tracks are sorted by id).
     order: Vec<u128>,
@@ -318,7 +317,6 @@ impl Pacer {
         Pacer {
             allowance: Allowance::new(bytes_per_sec, tick, carry),
             tracks: Vec::new(),
-            merged: Vec::new(),
             order: Vec::new(),
             taken: 0,
             picked: Vec::new(),
@@ -350,25 +348,34 @@ impl Pacer {
             leaves + events[leaves..].partition_point(|e| matches!(e, Event::Enter { .. }));
         let (leave, rest) = events.split_at(leaves);
         let (enter, update) = rest.split_at(enters - leaves);
-        if !leave.is_empty() || !enter.is_empty() {
-            self.merged.clear();
+        if !leave.is_empty() {
+            // Leaves ascend, as the tracks do: one pass.
             let mut li = leave.iter().filter_map(leave_id).peekable();
-            let mut ei = enter.iter().filter_map(enter_track).peekable();
-            for t in &self.tracks {
-                while let Some(en) = ei.next_if(|en| en.id < t.id) {
-                    self.merged.push(en);
-                }
-                if li.next_if(|&l| l == t.id).is_some() {
-                    // A Leave then Enter of one id: the new incarnation's track.
-                    if let Some(en) = ei.next_if(|en| en.id == t.id) {
-                        self.merged.push(en);
-                    }
-                    continue;
-                }
-                self.merged.push(*t);
+            self.tracks.retain(|t| li.next_if(|&l| l == t.id).is_none());
+        }
+        if !enter.is_empty() {
+            // Merged in place from the back: no second buffer. An id that
+            // left this tick is gone already, so its Enter is a new track.
+            let old = self.tracks.len();
+            let mut entering = enter.iter().filter_map(enter_track).rev().peekable();
+            let added = enter.len();
+            if let Some(&first) = entering.peek() {
+                self.tracks.resize(old + added, first);
             }
-            self.merged.extend(ei);
-            core::mem::swap(&mut self.tracks, &mut self.merged);
+            let (mut r, mut w) = (old, old + added);
+            while let Some(en) = entering.peek().copied() {
+                w -= 1;
+                match r.checked_sub(1).and_then(|i| self.tracks.get(i)).copied() {
+                    Some(t) if t.id > en.id => {
+                        self.tracks[w] = t;
+                        r -= 1;
+                    }
+                    _ => {
+                        self.tracks[w] = en;
+                        entering.next();
+                    }
+                }
+            }
         }
         let mut k = 0;
         for e in update {
