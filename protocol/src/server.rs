@@ -1232,11 +1232,13 @@ fn pace_updates(
     }
     // Each part beyond the first costs a packet and a frame more.
     let count = crate::wire::varint_len(pacer.view_len() as u64) as i64;
-    let mut room = level - must - count;
+    // Saturating: a deficit is bounded only by what the host sends.
+    let mut room = level.saturating_sub(must).saturating_sub(count);
     if room > 0 {
         let per_part = (pace.part_budget.max(1)) as i64;
-        let extra = (must + room) / per_part;
-        room -= extra * (pace.packet + TICK_BATCH_OVERHEAD + 4) as i64;
+        let extra = must.saturating_add(room) / per_part;
+        room = room
+            .saturating_sub(extra.saturating_mul((pace.packet + TICK_BATCH_OVERHEAD + 4) as i64));
     }
     route.truncate(membership);
     pacer.choose(observer, room, at, pace.cell, route);
