@@ -83,7 +83,7 @@ pub use flood::MAX_TRACKED_ADDRS;
 pub use mem_storage::{DiskFault, DiskOp, MemDiskStats, MemStorage};
 pub use restore::{restore, RestoreReport};
 pub use rules::{ClientHello, ClientInput, Refusal, Rules};
-pub use stats::NodeStats;
+pub use stats::{BudgetSummary, NodeStats};
 pub use storage::{Opened, Storage, StorageError};
 
 use flood::RateLimit;
@@ -331,6 +331,16 @@ where
                 *s.refused.entry(why).or_insert(0) += n;
             }
         }
+        s.budget = self.server.budget_totals().map(|t| BudgetSummary {
+            bytes_per_sec: t.bytes_per_sec,
+            bytes_per_client: s.bytes_out.checked_div(s.connections).unwrap_or(0),
+            max_deficit: t.deficit,
+            overrun_ticks: t.overrun_ticks,
+            updates_sent: t.updates_sent,
+            updates_deferred: t.updates_deferred,
+            stale_subjects: u64::from(t.stale_now),
+            max_staleness: t.max_staleness,
+        });
         s
     }
 
@@ -680,9 +690,13 @@ where
                 ),
             }
         }
-        if let Err(e) = self
-            .server
-            .push_tick(now, report.tick, report.digest, &self.events)
+        // With a budget, subjects near a client's entity are updated first.
+        let world = &self.world;
+        if let Err(e) =
+            self.server
+                .push_tick_located(now, report.tick, report.digest, &self.events, |id| {
+                    world.entity(id).map(|e| e.pos)
+                })
         {
             // The kernel's order is the contract; this would be a kernel bug.
             warn!(tick = report.tick, "protocol refused the tick: {e}");

@@ -4,11 +4,12 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
 
-use lockgrid_kernel::{Command, EntityId, Event, Spawn};
+use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
-use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
+use crate::budget::{membership_bytes, BudgetStats, Pacer};
+use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
     ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams, MAX_COMMANDS_PER_INPUT,
@@ -255,6 +256,9 @@ struct Conn<A> {
     refusals: VecDeque<RefusedInput>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
+    /// The bandwidth budget and update priorities, when the server has a
+    /// budget; made at the first tick after the connection is accepted.
+    pacer: Option<Pacer>,
     stats: ConnStats,
 }
 
@@ -286,6 +290,8 @@ pub struct Server<A> {
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
     stats: ServerStats,
+    /// Budget counters of closed connections, for [`Server::budget_totals`].
+    retired_budget: BudgetStats,
 }
 
 /// A Disconnect sent outside a connection's packet flow: stateless (in
@@ -345,6 +351,7 @@ impl<A: Clone + Ord> Server<A> {
             security: None,
             scratch: Vec::new(),
             stats: ServerStats::default(),
+            retired_budget: BudgetStats::default(),
         })
     }
 
@@ -454,6 +461,44 @@ impl<A: Clone + Ord> Server<A> {
         self.conns.get(&conn.0).map(|c| c.stats)
     }
 
+    /// A connection's bandwidth budget: deficit, Updates sent and
+    /// deferred, staleness. `None` without a budget
+    /// ([`ServerConfig::budget_bytes_per_sec`]), for an unknown connection,
+    /// or before the connection's first tick.
+    pub fn budget_stats(&self, conn: ConnId) -> Option<BudgetStats> {
+        self.conns
+            .get(&conn.0)
+            .and_then(|c| c.pacer.as_ref())
+            .map(Pacer::stats)
+    }
+
+    /// The bandwidth budget over every connection: Updates sent and
+    /// deferred and overrun ticks since the server started (closed
+    /// connections included); the largest deficit and staleness, and the
+    /// stale subjects, of the connections open now. `None` without a budget.
+    pub fn budget_totals(&self) -> Option<BudgetStats> {
+        let bytes_per_sec = self.config.budget_bytes_per_sec?;
+        let mut t = self.retired_budget;
+        t.bytes_per_sec = bytes_per_sec;
+        for p in self.conns.values().filter_map(|c| c.pacer.as_ref()) {
+            t.absorb(&p.stats());
+        }
+        Some(t)
+    }
+
+    /// Keeps a closing connection's budget counters for the totals.
+    fn retire_budget(&mut self, c: &Conn<A>) {
+        if let Some(p) = &c.pacer {
+            let s = BudgetStats {
+                deficit: 0,
+                stale_now: 0,
+                max_staleness: 0,
+                ..p.stats()
+            };
+            self.retired_budget.absorb(&s);
+        }
+    }
+
     /// The entity a connection acts for, once accepted.
     pub fn conn_entity(&self, conn: ConnId) -> Option<EntityId> {
         self.conns.get(&conn.0).and_then(|c| c.entity)
@@ -518,6 +563,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
+        self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
@@ -689,6 +735,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
+        self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
@@ -791,6 +838,7 @@ impl<A: Clone + Ord> Server<A> {
             refusals: VecDeque::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
+            pacer: None,
             stats: ConnStats {
                 packets_received: 1,
                 ..ConnStats::default()
@@ -862,7 +910,8 @@ impl<A: Clone + Ord> Server<A> {
     /// Accepts a connection announced by [`ServerEvent::Connecting`]: the
     /// client acts for and observes through `spawn.id`, which the host
     /// spawns with `spawn` in the next tick; the Welcome tells the client
-    /// its spawn and `limits`.
+    /// its spawn and `limits` (with this server's send budget in place of
+    /// `limits.budget_bytes_per_sec`).
     ///
     /// The client's first batch is for the tick after the last one pushed,
     /// and starts from an empty view: spawn the entity in a later tick (its
@@ -892,7 +941,11 @@ impl<A: Clone + Ord> Server<A> {
         }
         c.entity = Some(entity);
         c.spawn = Some(*spawn);
-        c.limits = limits;
+        // The Welcome states the budget this server sends within.
+        c.limits = ClientLimits {
+            budget_bytes_per_sec: self.config.budget_bytes_per_sec,
+            ..limits
+        };
         c.welcome_due = true;
         c.welcome_tick = last;
         self.by_entity.insert(entity, conn.0);
@@ -942,12 +995,33 @@ impl<A: Clone + Ord> Server<A> {
     /// connection gets its entity's view events and the rejections of
     /// commands naming its entity, split into parts that fit the MTU.
     /// Ticks must be pushed in order, one after another.
+    ///
+    /// With a budget ([`ServerConfig::budget_bytes_per_sec`]) Updates are
+    /// chosen by priority, every weight 1 (this call does not say where
+    /// observers are): use [`push_tick_located`](Self::push_tick_located)
+    /// to favour near subjects.
     pub fn push_tick(
         &mut self,
         now: Instant,
         tick: u64,
         digest: u64,
         events: &[Event],
+    ) -> Result<(), PushTickError> {
+        self.push_tick_located(now, tick, digest, events, |_| None)
+    }
+
+    /// [`push_tick`](Self::push_tick), with `locate` saying where each
+    /// connection's entity is after the tick (e.g. `|id|
+    /// world.entity(id).map(|e| e.pos)`): with a budget, subjects near the
+    /// observer gain priority faster (see [`crate::budget`]). Without a
+    /// budget `locate` is not called.
+    pub fn push_tick_located<F: FnMut(EntityId) -> Option<Pos>>(
+        &mut self,
+        now: Instant,
+        tick: u64,
+        digest: u64,
+        events: &[Event],
+        mut locate: F,
     ) -> Result<(), PushTickError> {
         self.advance(now);
         if let Some(last) = self.last_tick {
@@ -984,6 +1058,14 @@ impl<A: Clone + Ord> Server<A> {
         };
         let budget = self.config.part_budget() - overhead;
         let max_parts = usize::from(self.config.max_parts_per_tick);
+        let pace = PaceParams {
+            bytes_per_sec: self.config.budget_bytes_per_sec,
+            tick: self.config.tick_interval,
+            cell: self.world.cell_size.to_bits(),
+            packet: HEADER_LEN + overhead,
+            part_budget: budget,
+            mtu: self.config.mtu,
+        };
         let mut closing = Vec::new();
         for (&entity, &id) in &self.by_entity {
             let Some(c) = self.conns.get_mut(&id) else {
@@ -1000,6 +1082,22 @@ impl<A: Clone + Ord> Server<A> {
             let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
             let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
             self.route.extend_from_slice(&views[v0..v1]);
+            if let Some(bytes_per_sec) = pace.bytes_per_sec {
+                let at = locate(entity);
+                let paced = c
+                    .pacer
+                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick, pace.mtu));
+                pace_updates(
+                    paced,
+                    &pace,
+                    tick,
+                    entity,
+                    at,
+                    &c.pending,
+                    &c.shadow,
+                    &mut self.route,
+                );
+            }
             match c.queue_tick(tick, digest, &self.route, budget, max_parts) {
                 Ok(()) => {}
                 Err(reason) => {
@@ -1104,6 +1202,9 @@ impl<A: Clone + Ord> Server<A> {
                 }
             }
         };
+        if let Some(p) = c.pacer.as_mut() {
+            p.charge(len);
+        }
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,
@@ -1173,6 +1274,69 @@ fn packet_fate(
 ) {
     part_fate(pending, pending_bytes, stats, fate, data);
     refusal_fate(refusals, stats, fate, data);
+}
+
+/// What the budgeted send path needs of the server's configuration.
+struct PaceParams {
+    bytes_per_sec: Option<u32>,
+    tick: core::time::Duration,
+    /// Raw cell size: the unit of nearness.
+    cell: i64,
+    /// Bytes of a packet around its frames: header, and tag when sealed.
+    packet: usize,
+    /// Largest payload of one part.
+    part_budget: usize,
+    /// Most unspent bytes carried to the next tick: one packet.
+    mtu: usize,
+}
+
+/// Replaces the kernel's Updates at the end of `route` (one connection's
+/// events of `tick`, in contract order) with those the budget affords,
+/// by priority: see [`crate::budget`].
+#[allow(clippy::too_many_arguments)]
+fn pace_updates(
+    pacer: &mut Pacer,
+    pace: &PaceParams,
+    tick: u64,
+    observer: EntityId,
+    at: Option<Pos>,
+    pending: &VecDeque<PendingTick>,
+    shadow: &View,
+    route: &mut Vec<Event>,
+) {
+    let rejected = route.partition_point(|e| matches!(e, Event::Rejected { .. }));
+    let membership =
+        rejected + route[rejected..].partition_point(|e| !matches!(e, Event::Update { .. }));
+    pacer.observe(tick, &route[rejected..]);
+    let level = pacer.refill();
+    // What must go before any Update: parts awaiting resend, this tick's
+    // rejections, Leaves and Enters, one packet around them.
+    let resend: usize = pending
+        .iter()
+        .flat_map(|t| t.parts.iter())
+        .filter(|p| p.state == PartState::Unsent)
+        .map(|p| p.payload.len() + TICK_BATCH_OVERHEAD)
+        .sum();
+    let must = membership_bytes(&route[..membership], shadow.len())
+        + resend
+        + pace.packet
+        + TICK_BATCH_OVERHEAD;
+    let must = i64::try_from(must).unwrap_or(i64::MAX);
+    if membership > 0 && must > level {
+        pacer.overran();
+    }
+    // Each part beyond the first costs a packet and a frame more.
+    let count = crate::wire::varint_len(pacer.view_len() as u64) as i64;
+    // Saturating: a deficit is bounded only by what the host sends.
+    let mut room = level.saturating_sub(must).saturating_sub(count);
+    if room > 0 {
+        let per_part = (pace.part_budget.max(1)) as i64;
+        let extra = must.saturating_add(room) / per_part;
+        room = room
+            .saturating_sub(extra.saturating_mul((pace.packet + TICK_BATCH_OVERHEAD + 4) as i64));
+    }
+    route.truncate(membership);
+    pacer.choose(observer, room, at, pace.cell, route);
 }
 
 /// Marks the parts a packet carried as acknowledged or to be sent again.

@@ -20,7 +20,7 @@ use lockgrid_protocol::{
     MAX_MTU,
 };
 
-use super::seen::{apply_events, fingerprint, BotRecord, TickSeen};
+use super::seen::{apply_events, fingerprint, membership, BotRecord, TickSeen};
 use super::{BotsError, BotsOptions, BotsReport, Progress, ServerLost};
 use crate::serve::rules::mix;
 use tracing::debug;
@@ -289,6 +289,7 @@ pub(super) fn generate_load(
                             digest,
                             events: events.len(),
                             fingerprint: fingerprint(&events),
+                            membership: membership(&events),
                         });
                     }
                     ClientEvent::Refused(r) => {

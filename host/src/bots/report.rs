@@ -144,6 +144,21 @@ impl fmt::Display for BotsReport {
             self.moves,
             self.refusals_heard
         )?;
+        if let Some(b) = self.server.as_ref().and_then(|s| s.budget) {
+            writeln!(
+                f,
+                "{:<22} {} B/s per client: {} B sent per client, max deficit {} B, {} overrun ticks, {} updates sent, {} deferred, {} stale now (at most {} ticks)",
+                "server budget",
+                b.bytes_per_sec,
+                b.bytes_per_client,
+                b.max_deficit,
+                b.overrun_ticks,
+                b.updates_sent,
+                b.updates_deferred,
+                b.stale_subjects,
+                b.max_staleness
+            )?;
+        }
         if let Some(s) = &self.server {
             let refused: Vec<String> = s
                 .refused

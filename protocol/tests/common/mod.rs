@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod canonical;
+pub mod crowd;
 pub mod lan;
 
 use std::collections::BTreeMap;
