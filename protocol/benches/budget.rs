@@ -101,14 +101,7 @@ fn run(layout: Layout, npcs: usize, budget: Option<u32>, located: bool) -> Figur
     let mut walkers = Walkers::new(layout, npcs, 7);
     let mut clients: Vec<Client<u32>> = (0..CLIENTS)
         .map(|i| {
-            Client::new(
-                ClientConfig::default(),
-                0,
-                b"",
-                i as u64,
-                Instant::from_micros(1),
-            )
-            .expect("ok")
+            Client::new(ClientConfig::default(), 0, b"", i, Instant::from_micros(1)).expect("ok")
         })
         .collect();
     let mut entity_of: BTreeMap<u32, EntityId> = BTreeMap::new();
