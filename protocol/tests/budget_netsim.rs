@@ -82,7 +82,7 @@ fn run(spec: &Spec) -> Result<Outcome, String> {
                 ClientConfig::default(),
                 SERVER,
                 format!("c{i}").as_bytes(),
-                i as u64,
+                i,
                 now,
             )
         })
