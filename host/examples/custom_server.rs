@@ -194,6 +194,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 match ev {
                     ClientEvent::Connected(w) => {
                         println!("{} joined as entity {}", p.name, w.entity);
+                        // The Welcome says where the entity starts.
+                        p.pos = Some(w.spawn.pos);
+                    }
+                    ClientEvent::Refused(r) => {
+                        println!("{}'s input {} was refused: {:?}", p.name, r.seq, r.reason)
                     }
                     ClientEvent::Tick { tick, .. } if tick % 10 == 0 => println!(
                         "{} at tick {tick} sees {:?}",
@@ -209,7 +214,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if p.client.state() == ClientState::Connected && p.client.unacked_inputs() == 0 {
                 let me = p.client.entity().unwrap_or_default();
                 let tick = p.client.applied_tick() + 1;
-                // Players start in the spawn area, near the middle of the default world.
                 let here = *p.pos.get_or_insert(Pos::from_ints(3200, 3200));
                 // Alice goes home every 15 ticks; otherwise everyone walks east.
                 let cmd = if p.name == "alice" && tick % 15 == 0 {

@@ -215,7 +215,8 @@ pub fn run_bots(
                 }
             }
         };
-        verify::verify(dir, &bots, refused_moves, &mut report)?;
+        let budgeted = report.server.as_ref().is_some_and(|s| s.budget.is_some());
+        verify::verify(dir, &bots, refused_moves, budgeted, &mut report)?;
         report.verified = true;
     }
     Ok(report)

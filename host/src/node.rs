@@ -83,7 +83,7 @@ pub use flood::MAX_TRACKED_ADDRS;
 pub use mem_storage::{DiskFault, DiskOp, MemDiskStats, MemStorage};
 pub use restore::{restore, RestoreReport};
 pub use rules::{ClientHello, ClientInput, Refusal, Rules};
-pub use stats::NodeStats;
+pub use stats::{BudgetSummary, NodeStats};
 pub use storage::{Opened, Storage, StorageError};
 
 use flood::RateLimit;
@@ -331,6 +331,16 @@ where
                 *s.refused.entry(why).or_insert(0) += n;
             }
         }
+        s.budget = self.server.budget_totals().map(|t| BudgetSummary {
+            bytes_per_sec: t.bytes_per_sec,
+            bytes_per_client: s.bytes_out.checked_div(s.connections).unwrap_or(0),
+            max_deficit: t.deficit,
+            overrun_ticks: t.overrun_ticks,
+            updates_sent: t.updates_sent,
+            updates_deferred: t.updates_deferred,
+            stale_subjects: u64::from(t.stale_now),
+            max_staleness: t.max_staleness,
+        });
         s
     }
 
@@ -492,9 +502,10 @@ where
                 ServerEvent::Input {
                     conn,
                     entity,
+                    seq,
                     commands,
                     ..
-                } => self.on_input(now, conn, entity, &commands),
+                } => self.on_input(now, conn, entity, seq, &commands),
                 ServerEvent::Disconnected {
                     conn,
                     entity,
@@ -570,12 +581,19 @@ where
         info!(%conn, ?from, entity = id, "client joined");
     }
 
-    fn on_input(&mut self, now: Instant, conn: ConnId, entity: EntityId, commands: &[Command]) {
+    fn on_input(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        entity: EntityId,
+        seq: u64,
+        commands: &[Command],
+    ) {
         if self.sessions.get(&entity).is_none_or(|s| s.conn != conn) {
             return;
         }
         let tick = self.world.tick() + 1;
-        for cmd in commands {
+        for (index, cmd) in commands.iter().enumerate() {
             self.scratch.clear();
             match self.rules.check_input(
                 &self.world,
@@ -590,6 +608,8 @@ where
                 Err(why) => {
                     debug!(entity, reason = why.as_str(), "input refused");
                     self.refuse(why, 1);
+                    // The client hears which command and why.
+                    let _ = self.server.refuse_input(conn, seq, index, why.told());
                 }
             }
         }
@@ -670,9 +690,13 @@ where
                 ),
             }
         }
-        if let Err(e) = self
-            .server
-            .push_tick(now, report.tick, report.digest, &self.events)
+        // With a budget, subjects near a client's entity are updated first.
+        let world = &self.world;
+        if let Err(e) =
+            self.server
+                .push_tick_located(now, report.tick, report.digest, &self.events, |id| {
+                    world.entity(id).map(|e| e.pos)
+                })
         {
             // The kernel's order is the contract; this would be a kernel bug.
             warn!(tick = report.tick, "protocol refused the tick: {e}");

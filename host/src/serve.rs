@@ -90,6 +90,9 @@ pub struct ServeOptions {
     /// Refuse a world that would reserve more bytes than this; `None`:
     /// half of the machine's memory (see [`crate::memory_limit`]).
     pub max_memory: Option<u64>,
+    /// Bytes per second each client may be sent; `None`: no limit (see
+    /// [`ServerConfig::budget_bytes_per_sec`]).
+    pub budget: Option<u32>,
 }
 
 impl Default for ServeOptions {
@@ -113,6 +116,7 @@ impl Default for ServeOptions {
             key: None,
             metrics: ServeMetrics::new(),
             max_memory: None,
+            budget: None,
         }
     }
 }
@@ -248,6 +252,7 @@ pub fn serve_with(
             tick_interval: interval,
             idle_timeout: opts.client_timeout,
             conn_id_seed: fresh_seed(),
+            budget_bytes_per_sec: opts.budget,
             ..ServerConfig::default()
         },
         snapshot_every: opts.snapshot_every,
@@ -579,6 +584,7 @@ impl Driver {
             snapshots_written: n.snapshots_written,
             snapshot_failures: n.snapshot_failures,
             snapshot_error: n.snapshot_error,
+            budget: n.budget,
         }
     }
 }

@@ -272,3 +272,31 @@ fn inputs_larger_than_the_limits_are_refused_before_reading() {
         "{message}"
     );
 }
+
+#[test]
+fn a_budget_is_a_size_per_second_and_zero_is_refused() {
+    served_world("[server]\nbudget = \"32KiB\"\n").expect("a size with a unit");
+    served_world("[server]\nbudget = 8000\n").expect("plain bytes");
+    let message = served_world("[server]\nbudget = 0\n").expect_err("refused");
+    assert!(
+        message.contains("[server] budget 0: a budget must be positive"),
+        "{message}"
+    );
+    let message = served_world("[server]\nbudget = \"8GiB\"\n").expect_err("refused");
+    assert!(message.contains("[server] budget 8GiB"), "{message}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let out = lockgrid(&[
+        "serve",
+        "--data-dir",
+        data.to_str().expect("utf-8 path"),
+        "--budget",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("a budget must be positive"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -106,3 +106,57 @@ fn bots_checked_against_another_journal_fail() {
         assert!(status.success());
     }
 }
+
+/// With `--budget`, the bots check what a budget promises (every
+/// rejection, Leave and Enter exactly; views by their ids) and report the
+/// server's budget figures.
+#[test]
+fn bots_against_a_budgeted_server_see_exact_views() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    // A small world crowded enough that 2 KiB/s cannot carry every Update.
+    let config = dir.path().join("lockgrid.toml");
+    std::fs::write(&config, "[world]\nwidth_cells = 10\nheight_cells = 10\n")
+        .expect("write config");
+    let mut served = start_serve(
+        &data,
+        "127.0.0.1:0",
+        &[
+            "--npcs",
+            "600",
+            "--seed",
+            "3",
+            "--seconds",
+            "120",
+            "--budget",
+            "2KiB",
+            "--config",
+            config.to_str().expect("utf-8 path"),
+        ],
+    );
+    let out = run_bounded(
+        &mut bots(&served.addr, &data, 8, "3", 5),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bots failed:\n{stdout}\n{stderr}");
+    let mismatches = stdout
+        .lines()
+        .find(|l| l.starts_with("view mismatches"))
+        .unwrap_or_else(|| panic!("no mismatch line:\n{stdout}"));
+    assert!(mismatches.ends_with(" 0"), "{stdout}");
+    let budget = stdout
+        .lines()
+        .find(|l| l.starts_with("server budget"))
+        .unwrap_or_else(|| panic!("no budget line:\n{stdout}"));
+    assert!(budget.contains("2048 B/s per client"), "{stdout}");
+    let deferred = number_before(budget, " deferred");
+    assert!(
+        deferred > 0,
+        "the budget never held an Update back:\n{stdout}"
+    );
+    interrupt(&served.child);
+    let status = wait_bounded(&mut served.child, Duration::from_secs(20));
+    assert!(status.success(), "serve exited with {status}");
+}

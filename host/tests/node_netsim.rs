@@ -6,6 +6,12 @@
 //! events, tick by tick; every input reached the rules exactly once and in
 //! order; refused, departed and vanished clients ended as they should.
 //!
+//! Under a bandwidth budget the same run checks what a budget promises:
+//! every tick's rejections, Leaves and Enters arrive exactly as the
+//! kernel emitted them (so every view *set* is the kernel's after every
+//! tick); every Update carries a state the kernel reported for that
+//! subject; and once motion settles, states converge exactly.
+//!
 //! (The protocol crate's own network simulation, which drove a host of its
 //! own, grew into this test of the real node.)
 //!
@@ -209,7 +215,7 @@ fn params(seed: u64) -> (Config, usize, Faults) {
     (config, mtu, faults)
 }
 
-fn run(seed: u64) -> Result<String, String> {
+fn run(seed: u64, budget: Option<u32>) -> Result<String, String> {
     let (config, mtu, faults) = params(seed);
     let mut rng = Rng::new(seed);
     let mut net = Net::new(seed.wrapping_mul(31), mtu);
@@ -227,6 +233,7 @@ fn run(seed: u64) -> Result<String, String> {
             handshake_timeout: Duration::from_secs(2),
             conn_id_seed: seed,
             tick_interval: Duration::from_micros(TICK_US),
+            budget_bytes_per_sec: budget,
             ..ServerConfig::default()
         },
         snapshot_every: 50,
@@ -242,6 +249,8 @@ fn run(seed: u64) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     let mut slots: Vec<Slot> = Vec::new();
     let mut history: BTreeMap<u64, (u64, Vec<Event>)> = BTreeMap::new();
+    // Per client address: (µs, bytes) of every datagram the node sent it.
+    let mut sends: BTreeMap<u32, Vec<(u64, usize)>> = BTreeMap::new();
     let mut buf = vec![0u8; mtu];
     let mut next_step = now;
     let deadline = now + Duration::from_micros(TICK_US * (LOAD_TICKS + 400));
@@ -264,6 +273,10 @@ fn run(seed: u64) -> Result<String, String> {
                     .poll_transmit(now, &mut buf)
                     .map_err(|e| e.to_string())?
                 {
+                    sends
+                        .entry(t.destination)
+                        .or_default()
+                        .push((now.as_micros(), t.len));
                     net.send(now, SERVER, t.destination, &buf[..t.len]);
                 }
             }
@@ -280,6 +293,7 @@ fn run(seed: u64) -> Result<String, String> {
                         digest,
                         events,
                     } => s.applied.push((tick, digest, events)),
+                    ClientEvent::Refused(_) => {}
                     ClientEvent::Disconnected { reason } => s.disconnected = Some(reason),
                 }
             }
@@ -373,10 +387,13 @@ fn run(seed: u64) -> Result<String, String> {
                 .iter()
                 .filter(|s| !s.gone && s.client.state() == ClientState::Connected)
                 .all(|s| s.client.applied_tick() == tick && s.client.unacked_inputs() == 0)
-                && node
-                    .server()
-                    .connections()
-                    .all(|c| node.server().unacked_ticks(c) == Some(0));
+                && node.server().connections().all(|c| {
+                    node.server().unacked_ticks(c) == Some(0)
+                        && node
+                            .server()
+                            .budget_stats(c)
+                            .is_none_or(|b| b.stale_now == 0)
+                });
             if settled {
                 break;
             }
@@ -457,7 +474,56 @@ fn run(seed: u64) -> Result<String, String> {
                 })
                 .copied()
                 .collect();
-            if d != digest || &mine != events {
+            if budget.is_some() {
+                // Everything but Updates exactly; each Update a state the
+                // kernel reported for its subject at this tick or before.
+                let no_updates = |v: &[Event]| -> Vec<Event> {
+                    v.iter()
+                        .filter(|e| !matches!(e, Event::Update { .. }))
+                        .copied()
+                        .collect()
+                };
+                if d != digest || no_updates(&mine) != no_updates(events) {
+                    return Err(format!(
+                        "{ctx}: tick {tick} membership events or digest differ from the kernel's"
+                    ));
+                }
+                for e in events {
+                    if let Event::Update {
+                        subject,
+                        pos,
+                        dir,
+                        speed,
+                        ..
+                    } = *e
+                    {
+                        let reported = history.range(..=*tick).any(|(_, (_, all))| {
+                            all.iter().any(|k| match *k {
+                                Event::Update {
+                                    subject: s,
+                                    pos: p,
+                                    dir: r,
+                                    speed: v,
+                                    ..
+                                }
+                                | Event::Enter {
+                                    subject: s,
+                                    pos: p,
+                                    dir: r,
+                                    speed: v,
+                                    ..
+                                } => (s, p, r, v) == (subject, pos, dir, speed),
+                                _ => false,
+                            })
+                        });
+                        if !reported {
+                            return Err(format!(
+                                "{ctx}: tick {tick}: an Update of {subject} the kernel never reported"
+                            ));
+                        }
+                    }
+                }
+            } else if d != digest || &mine != events {
                 return Err(format!(
                     "{ctx}: tick {tick} events or digest differ from the kernel's"
                 ));
@@ -499,6 +565,22 @@ fn run(seed: u64) -> Result<String, String> {
         }
         converged += 1;
     }
+    // A budget that never held an Update back tested nothing.
+    let worst_second = sends.values().map(|s| worst_window(s)).max().unwrap_or(0);
+    let overruns = node.stats().budget.map_or(0, |b| b.overrun_ticks);
+    let summary = node.stats().budget;
+    if summary.map(|b| b.bytes_per_sec) != budget {
+        return Err(format!(
+            "seed {seed}: the node's stats show budget {summary:?}"
+        ));
+    }
+    let deferred = summary.map_or(0, |b| b.updates_deferred);
+    if budget.is_some() && deferred == 0 {
+        return Err(format!("seed {seed}: the budget never deferred an Update"));
+    }
+    if summary.is_some_and(|b| b.stale_subjects != 0 || b.max_staleness != 0) {
+        return Err(format!("seed {seed}: stale at the end: {summary:?}"));
+    }
     // The journal the node kept replays to every digest the clients saw.
     let mut replay = World::new(config).map_err(|e| e.to_string())?;
     let mut events = Vec::new();
@@ -510,7 +592,7 @@ fn run(seed: u64) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "seed {seed}: mtu {mtu} loss {}ppm dup {}ppm jitter {}us, {} ticks, {} clients ({converged} converged), {} datagrams delivered, {} lost",
+        "seed {seed}: mtu {mtu} loss {}ppm dup {}ppm jitter {}us, {} ticks, {} clients ({converged} converged), {} datagrams delivered, {} lost, {deferred} updates deferred, at most {worst_second} bytes to a client in a second ({overruns} overrun ticks)",
         faults.loss,
         faults.dup,
         faults.jitter,
@@ -521,11 +603,25 @@ fn run(seed: u64) -> Result<String, String> {
     ))
 }
 
+/// Most bytes in any one-second window over `(time µs, bytes)` sends.
+fn worst_window(sends: &[(u64, usize)]) -> u64 {
+    let (mut lo, mut sum, mut worst) = (0, 0u64, 0u64);
+    for &(t, len) in sends {
+        sum += len as u64;
+        while sends[lo].0 + 1_000_000 <= t {
+            sum -= sends[lo].1 as u64;
+            lo += 1;
+        }
+        worst = worst.max(sum);
+    }
+    worst
+}
+
 #[test]
 fn clients_of_the_real_node_converge_to_the_kernel_view_under_faults() {
     let mut failed = Vec::new();
     for seed in node_sim::seeds(8) {
-        match run(seed) {
+        match run(seed, None) {
             Ok(summary) => eprintln!("{summary}"),
             Err(e) => {
                 eprintln!("FAILED {e}");
@@ -536,5 +632,23 @@ fn clients_of_the_real_node_converge_to_the_kernel_view_under_faults() {
     assert!(
         failed.is_empty(),
         "node netsim failed for seeds {failed:?}; reproduce with LOCKGRID_SIM_SEED=<seed> cargo test -p lockgrid-host --test node_netsim"
+    );
+}
+
+#[test]
+fn under_a_budget_views_stay_exact_and_states_converge() {
+    let mut failed = Vec::new();
+    for seed in node_sim::seeds(4) {
+        match run(seed, Some(2 * 1024)) {
+            Ok(summary) => eprintln!("budget 2 KiB/s, {summary}"),
+            Err(e) => {
+                eprintln!("FAILED (budget 2 KiB/s) {e}");
+                failed.push(seed);
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "budgeted node netsim failed for seeds {failed:?}; reproduce with LOCKGRID_SIM_SEED=<seed> cargo test -p lockgrid-host --test node_netsim"
     );
 }

@@ -96,7 +96,7 @@ fn drive(mut client: Client<SocketAddr>, server: SocketAddr) -> Result<u64, Disc
             match e {
                 ClientEvent::Connected(w) => return Ok(w.entity),
                 ClientEvent::Disconnected { reason } => return Err(reason),
-                ClientEvent::Tick { .. } => {}
+                ClientEvent::Tick { .. } | ClientEvent::Refused(_) => {}
             }
         }
     }

@@ -19,6 +19,7 @@ fn connect(server: SocketAddr) -> Driven {
     let client =
         Client::new(ClientConfig::default(), server, b"t", 1, Instant::ZERO).expect("client");
     let mut d = Driven {
+        refused: Vec::new(),
         socket,
         client,
         epoch: StdInstant::now(),

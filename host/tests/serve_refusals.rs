@@ -13,7 +13,7 @@ use lockgrid_host::serve::stats::ServeStats;
 use lockgrid_kernel::{Command, Fix, Move, Pos, Spawn};
 use lockgrid_protocol::frame::{Frame, InputEntry, InputFrame};
 use lockgrid_protocol::packet::{Header, Packet};
-use lockgrid_protocol::{Client, ClientConfig, ClientState, Instant};
+use lockgrid_protocol::{Client, ClientConfig, ClientState, InputRefusal, Instant};
 use serve_common::{
     bots, interrupt, replay_verify, run_bounded, start_serve, wait_bounded, Driven,
 };
@@ -45,6 +45,7 @@ fn hostile_input_is_refused_and_counted_while_bots_are_served() {
     )
     .expect("client");
     let mut m = Driven {
+        refused: Vec::new(),
         socket,
         client,
         epoch,
@@ -83,6 +84,52 @@ fn hostile_input_is_refused_and_counted_while_bots_are_served() {
         m.pump(Duration::from_secs(10), |c| c.unacked_inputs() == 0),
         "inputs acknowledged"
     );
+    // The client hears which command of which input was refused, and why.
+    m.pump(Duration::from_millis(500), |_| false);
+    let told: Vec<(u64, u8, InputRefusal)> = m
+        .refused
+        .iter()
+        .map(|r| (r.seq, r.index, r.reason))
+        .collect();
+    assert_eq!(
+        told,
+        vec![
+            (0, 0, InputRefusal::TooFast),
+            (1, 0, InputRefusal::OutOfBounds),
+            (2, 0, InputRefusal::BadSpeed),
+            (3, 0, InputRefusal::NotAllowed),
+            (4, 0, InputRefusal::NotAllowed),
+        ]
+    );
+
+    // A cheat: walking at 1.5 times the max speed, one move every 50 ms,
+    // passes for about two seconds on the saved-up second, then is
+    // refused. (The honest bots beside it are never refused.)
+    let step = Fix::from_num(100) * 3 / 2 / 20;
+    let mut x = at(2, 0).x;
+    let before = m.refused.len();
+    let mut queued = inputs.len() as u64;
+    for _ in 0..60 {
+        x += step;
+        tick += 1;
+        if m
+            .client
+            .send_input(tick, &[mv(Pos::new(x, at(0, 0).y), 100)])
+            .is_ok()
+        {
+            queued += 1;
+        }
+        m.pump(Duration::from_millis(50), |_| false);
+    }
+    m.pump(Duration::from_secs(2), |c| c.unacked_inputs() == 0);
+    let cheats_refused = m.refused[before..]
+        .iter()
+        .filter(|r| r.reason == InputRefusal::TooFast)
+        .count();
+    assert!(
+        cheats_refused >= 10,
+        "a client 50% over the max speed was refused only {cheats_refused} times"
+    );
 
     // A spoofed id: a hand-made Input frame for another entity, on the
     // hostile client's own connection (the client API would refuse it).
@@ -94,7 +141,7 @@ fn hostile_input_is_refused_and_counted_while_bots_are_served() {
             ack_bits: 0,
         },
         frames: vec![Frame::Input(InputFrame {
-            first_seq: inputs.len() as u64,
+            first_seq: queued,
             entries: vec![InputEntry {
                 tick: tick + 1,
                 commands: vec![Command::Move(Move {

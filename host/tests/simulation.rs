@@ -43,6 +43,7 @@ fn the_whole_server_keeps_its_invariants_under_faults() {
                     ("vanish", out.vanishes),
                     ("leave", out.leaves),
                     ("snapshot failure", out.snapshot_failures),
+                    ("refusal heard", out.refusals_heard),
                 ] {
                     if n > 0 {
                         struck.insert(kind.to_owned());
@@ -89,6 +90,7 @@ fn the_whole_server_keeps_its_invariants_under_faults() {
             "vanish",
             "leave",
             "snapshot failure",
+            "refusal heard",
         ];
         for kind in expected {
             assert!(struck.contains(kind), "no seed drew {kind}: {struck:?}");

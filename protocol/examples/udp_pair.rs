@@ -111,6 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     );
                 }
                 ClientEvent::Tick { .. } => {}
+                ClientEvent::Refused(r) => println!("input {} refused: {:?}", r.seq, r.reason),
                 ClientEvent::Disconnected { reason } => println!("disconnected: {reason}"),
             }
         }

@@ -15,7 +15,9 @@ use crate::frame::{
 };
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
+use crate::refusal::RefusedInput;
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
+use crate::server::MAX_QUEUED_REFUSALS;
 use crate::time::Instant;
 use crate::token::ConnectToken;
 use crate::view::View;
@@ -38,6 +40,11 @@ pub enum ClientEvent {
         /// then Leave, Enter, Update for its entity's view).
         events: Vec<Event>,
     },
+    /// The server refused one command of an input this client sent (the
+    /// input is acknowledged all the same: it was decided). Refusals of
+    /// one input arrive in command order, but need not arrive before the
+    /// ticks that follow it.
+    Refused(RefusedInput),
     /// The connection is over; no further events follow.
     Disconnected {
         /// Why.
@@ -112,6 +119,8 @@ pub struct ClientStats {
     /// Sealed datagrams whose packet number was already received or is
     /// older than the replay window, dropped before opening.
     pub replayed: u64,
+    /// Refused commands the server told of.
+    pub refused: u64,
 }
 
 /// A tick whose parts are still arriving.
@@ -165,6 +174,8 @@ pub struct Client<A> {
     buffered: BTreeMap<u64, Partial>,
     events: VecDeque<ClientEvent>,
     keys: Option<ClientKeys>,
+    /// The latest refusals heard, to ignore them when they come again.
+    told: VecDeque<(u64, u8)>,
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
     stats: ClientStats,
@@ -238,6 +249,7 @@ impl<A: Clone + PartialEq> Client<A> {
             buffered: BTreeMap::new(),
             events: VecDeque::new(),
             keys: None,
+            told: VecDeque::new(),
             scratch: Vec::new(),
             stats: ClientStats::default(),
         })
@@ -587,6 +599,22 @@ impl<A: Clone + PartialEq> Client<A> {
                 Frame::Disconnect { reason } => {
                     self.on_disconnect(*reason);
                     return;
+                }
+                Frame::Refused(list) => {
+                    for r in list {
+                        // A refusal comes again when the acknowledgement
+                        // of the packet that told it was lost.
+                        let key = (r.seq, r.index);
+                        if self.told.contains(&key) {
+                            continue;
+                        }
+                        if self.told.len() >= MAX_QUEUED_REFUSALS {
+                            self.told.pop_front();
+                        }
+                        self.told.push_back(key);
+                        self.stats.refused += 1;
+                        self.events.push_back(ClientEvent::Refused(*r));
+                    }
                 }
                 Frame::Hello { .. }
                 | Frame::Input(_)

@@ -6,6 +6,7 @@ use lockgrid_kernel::{Command, Config, Dir, EntityId, Fix, Move, Pos, Spawn, Vis
 
 use crate::error::{DecodeError, EncodeError};
 use crate::reason::DisconnectReason;
+use crate::refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 use crate::wire::{Reader, Writer};
 
 /// Frame codes. A released code is never reused; codes `0x80..=0xFF` are
@@ -31,6 +32,8 @@ pub mod code {
     pub const PONG: u8 = 0x12;
     /// Server → client: the connection is over.
     pub const DISCONNECT: u8 = 0x13;
+    /// Server → client: commands of the client's inputs the host refused.
+    pub const REFUSED: u8 = 0x14;
 }
 
 /// Longest Hello token, in bytes (room for a connect token's
@@ -208,6 +211,9 @@ pub enum Frame<'a> {
         /// Why.
         reason: DisconnectReason,
     },
+    /// Server → client: commands of the client's inputs that the host
+    /// refused (1 to [`MAX_REFUSALS_PER_FRAME`]).
+    Refused(Vec<RefusedInput>),
 }
 
 impl Frame<'_> {
@@ -224,6 +230,7 @@ impl Frame<'_> {
             Frame::TickBatch(_) => code::TICK_BATCH,
             Frame::Pong { .. } => code::PONG,
             Frame::Disconnect { .. } => code::DISCONNECT,
+            Frame::Refused(_) => code::REFUSED,
         }
     }
 
@@ -315,6 +322,24 @@ impl Frame<'_> {
                 w.bytes(b.payload);
             }
             Frame::Disconnect { reason } => w.u8(reason.code()),
+            Frame::Refused(list) => {
+                if list.is_empty()
+                    || list.len() > MAX_REFUSALS_PER_FRAME
+                    || list
+                        .iter()
+                        .any(|r| usize::from(r.index) >= MAX_COMMANDS_PER_INPUT)
+                {
+                    return Err(EncodeError::Invalid(
+                        "a Refused frame holds 1..=MAX_REFUSALS_PER_FRAME refusals of commands below MAX_COMMANDS_PER_INPUT",
+                    ));
+                }
+                w.varint(list.len() as u64);
+                for r in list {
+                    w.varint(r.seq);
+                    w.varint(u64::from(r.index));
+                    w.u8(r.reason.code());
+                }
+            }
         }
         Ok(())
     }
@@ -408,6 +433,24 @@ impl<'a> Frame<'a> {
             code::DISCONNECT => Frame::Disconnect {
                 reason: DisconnectReason::from_code(r.u8()?),
             },
+            code::REFUSED => {
+                // An item is at least three bytes.
+                let n = r.count(MAX_REFUSALS_PER_FRAME, 3, "refusals")?;
+                if n == 0 {
+                    return Err(DecodeError::OutOfRange("refusals"));
+                }
+                let mut list = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let seq = r.varint()?;
+                    let index = u8::try_from(r.varint()?)
+                        .ok()
+                        .filter(|&i| usize::from(i) < MAX_COMMANDS_PER_INPUT)
+                        .ok_or(DecodeError::OutOfRange("command index"))?;
+                    let reason = InputRefusal::from_code(r.u8()?);
+                    list.push(RefusedInput { seq, index, reason });
+                }
+                Frame::Refused(list)
+            }
             other => return Err(DecodeError::UnknownFrame(other)),
         })
     }

@@ -16,6 +16,10 @@
 //!   `poll_timeout`, `handle_timeout`;
 //! - a [`View`]: the entity id → state map a client builds from the tick
 //!   batches it applies, equal to the kernel's view of its observer.
+//! - an optional per-connection bandwidth budget ([`budget`],
+//!   [`ServerConfig::budget_bytes_per_sec`]): Enter and Leave always go,
+//!   Updates fill what the budget leaves, nearest and stalest first, each
+//!   carrying the subject's newest state.
 //! - security in the netcode manner ([`token`], [`seal`]): a backend
 //!   mints a connect token under a key it shares with the servers; a
 //!   server built with [`Server::with_security`] lets in only valid,
@@ -114,12 +118,14 @@ extern crate alloc;
 
 mod ack;
 pub mod batch;
+pub mod budget;
 mod client;
 mod config;
 mod error;
 pub mod frame;
 pub mod packet;
 mod reason;
+mod refusal;
 pub mod seal;
 mod server;
 mod time;
@@ -128,6 +134,7 @@ mod used_tokens;
 mod view;
 mod wire;
 
+pub use budget::BudgetStats;
 pub use client::{Client, ClientEvent, ClientState, ClientStats, InputError};
 pub use config::{
     ClientConfig, InvalidConfig, ServerConfig, ServerSecurity, DEFAULT_MTU, MAX_MTU, MIN_MTU,
@@ -136,7 +143,11 @@ pub use error::{BatchError, BufferTooSmall, DecodeError, EncodeError};
 pub use frame::{ClientLimits, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams};
 pub use packet::{Header, Packet, HEADER_LEN, MAGIC, VERSION};
 pub use reason::DisconnectReason;
-pub use server::{ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats};
+pub use refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
+pub use server::{
+    ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats,
+    MAX_QUEUED_REFUSALS,
+};
 pub use time::Instant;
 pub use token::{ConnectToken, PrivateKey, TokenClaims, TokenError, TokenParams};
 pub use view::{Seen, View};

@@ -4,15 +4,19 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
 
-use lockgrid_kernel::{Command, EntityId, Event, Spawn};
+use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::batch::encode_part;
-use crate::config::{InvalidConfig, ServerConfig, ServerSecurity};
+use crate::budget::{membership_bytes, BudgetStats, Pacer};
+use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
-use crate::frame::{ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams};
+use crate::frame::{
+    ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams, MAX_COMMANDS_PER_INPUT,
+};
 use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
+use crate::refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
@@ -49,14 +53,18 @@ pub enum ServerEvent<A> {
         token: Vec<u8>,
     },
     /// One input of a client, exactly once and in tick order per connection.
-    /// It holds only commands for the connection's own entity; commands
-    /// naming another entity are dropped and counted in
-    /// [`ConnStats::foreign_commands`].
+    /// Every command names the connection's own entity: an input with a
+    /// command naming another entity is refused as a whole (each of its
+    /// commands [`InputRefusal::NotYours`], told to the client), counted in
+    /// [`ConnStats::foreign_commands`] and not delivered.
     Input {
         /// The connection.
         conn: ConnId,
         /// The connection's entity, which every command names.
         entity: EntityId,
+        /// The input's sequence number: refuse one of its commands with
+        /// [`Server::refuse_input`] by this and the command's index.
+        seq: u64,
         /// The tick the client meant the input for.
         tick: u64,
         /// The commands, in the client's order.
@@ -91,6 +99,11 @@ pub struct ConnStats {
     pub inputs_delivered: u64,
     /// Commands that named another entity than the connection's, dropped.
     pub foreign_commands: u64,
+    /// Refusals told to the client (each counted once, however often it
+    /// was sent).
+    pub refusals_told: u64,
+    /// Refusals not told because [`MAX_QUEUED_REFUSALS`] were waiting.
+    pub refusals_untold: u64,
     /// Sealed datagrams that failed authentication (altered, forged or
     /// sealed under another key), dropped silently.
     pub auth_failed: u64,
@@ -158,6 +171,9 @@ pub enum ConnError {
     /// The connection's connect token names another entity: a client may
     /// act only for the entity its token names.
     NotTokenClient,
+    /// No input has a command at that index (an input holds at most
+    /// [`MAX_COMMANDS_PER_INPUT`] commands).
+    NoSuchCommand,
 }
 
 impl fmt::Display for ConnError {
@@ -167,6 +183,7 @@ impl fmt::Display for ConnError {
             ConnError::AlreadyAccepted => "connection already accepted",
             ConnError::EntityInUse => "entity already has a connection",
             ConnError::NotTokenClient => "entity is not the one the connect token names",
+            ConnError::NoSuchCommand => "no input has a command at that index",
         })
     }
 }
@@ -199,7 +216,13 @@ struct PendingTick {
 struct SentData {
     seq: u32,
     parts: Vec<(u64, u16)>,
+    /// Refusals it told the client: sent again if the packet is lost.
+    refused: Vec<RefusedInput>,
 }
+
+/// Most refusals a connection keeps waiting to be told; past it, new ones
+/// are counted in [`ConnStats::refusals_untold`] and not told.
+pub const MAX_QUEUED_REFUSALS: usize = 256;
 
 struct Conn<A> {
     id: ConnId,
@@ -229,8 +252,13 @@ struct Conn<A> {
     /// The client entity's spawn and limits, told in the Welcome.
     spawn: Option<Spawn>,
     limits: ClientLimits,
+    /// Refusals not yet carried by a packet, oldest first.
+    refusals: VecDeque<RefusedInput>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
+    /// The bandwidth budget and update priorities, when the server has a
+    /// budget; made at the first tick after the connection is accepted.
+    pacer: Option<Pacer>,
     stats: ConnStats,
 }
 
@@ -262,6 +290,8 @@ pub struct Server<A> {
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
     stats: ServerStats,
+    /// Budget counters of closed connections, for [`Server::budget_totals`].
+    retired_budget: BudgetStats,
 }
 
 /// A Disconnect sent outside a connection's packet flow: stateless (in
@@ -321,6 +351,7 @@ impl<A: Clone + Ord> Server<A> {
             security: None,
             scratch: Vec::new(),
             stats: ServerStats::default(),
+            retired_budget: BudgetStats::default(),
         })
     }
 
@@ -430,6 +461,44 @@ impl<A: Clone + Ord> Server<A> {
         self.conns.get(&conn.0).map(|c| c.stats)
     }
 
+    /// A connection's bandwidth budget: deficit, Updates sent and
+    /// deferred, staleness. `None` without a budget
+    /// ([`ServerConfig::budget_bytes_per_sec`]), for an unknown connection,
+    /// or before the connection's first tick.
+    pub fn budget_stats(&self, conn: ConnId) -> Option<BudgetStats> {
+        self.conns
+            .get(&conn.0)
+            .and_then(|c| c.pacer.as_ref())
+            .map(Pacer::stats)
+    }
+
+    /// The bandwidth budget over every connection: Updates sent and
+    /// deferred and overrun ticks since the server started (closed
+    /// connections included); the largest deficit and staleness, and the
+    /// stale subjects, of the connections open now. `None` without a budget.
+    pub fn budget_totals(&self) -> Option<BudgetStats> {
+        let bytes_per_sec = self.config.budget_bytes_per_sec?;
+        let mut t = self.retired_budget;
+        t.bytes_per_sec = bytes_per_sec;
+        for p in self.conns.values().filter_map(|c| c.pacer.as_ref()) {
+            t.absorb(&p.stats());
+        }
+        Some(t)
+    }
+
+    /// Keeps a closing connection's budget counters for the totals.
+    fn retire_budget(&mut self, c: &Conn<A>) {
+        if let Some(p) = &c.pacer {
+            let s = BudgetStats {
+                deficit: 0,
+                stale_now: 0,
+                max_staleness: 0,
+                ..p.stats()
+            };
+            self.retired_budget.absorb(&s);
+        }
+    }
+
     /// The entity a connection acts for, once accepted.
     pub fn conn_entity(&self, conn: ConnId) -> Option<EntityId> {
         self.conns.get(&conn.0).and_then(|c| c.entity)
@@ -494,6 +563,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
+        self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
@@ -665,6 +735,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
+        self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
@@ -764,8 +835,10 @@ impl<A: Clone + Ord> Server<A> {
             hello_nonce: nonce,
             spawn: None,
             limits: ClientLimits::NONE,
+            refusals: VecDeque::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
+            pacer: None,
             stats: ConnStats {
                 packets_received: 1,
                 ..ConnStats::default()
@@ -816,7 +889,8 @@ impl<A: Clone + Ord> Server<A> {
                 Frame::Welcome(_)
                 | Frame::TickBatch(_)
                 | Frame::Pong { .. }
-                | Frame::Disconnect { .. } => {
+                | Frame::Disconnect { .. }
+                | Frame::Refused(_) => {
                     close = Some(DisconnectReason::ProtocolViolation);
                     break;
                 }
@@ -836,7 +910,8 @@ impl<A: Clone + Ord> Server<A> {
     /// Accepts a connection announced by [`ServerEvent::Connecting`]: the
     /// client acts for and observes through `spawn.id`, which the host
     /// spawns with `spawn` in the next tick; the Welcome tells the client
-    /// its spawn and `limits`.
+    /// its spawn and `limits` (with this server's send budget in place of
+    /// `limits.budget_bytes_per_sec`).
     ///
     /// The client's first batch is for the tick after the last one pushed,
     /// and starts from an empty view: spawn the entity in a later tick (its
@@ -866,10 +941,37 @@ impl<A: Clone + Ord> Server<A> {
         }
         c.entity = Some(entity);
         c.spawn = Some(*spawn);
-        c.limits = limits;
+        // The Welcome states the budget this server sends within.
+        c.limits = ClientLimits {
+            budget_bytes_per_sec: self.config.budget_bytes_per_sec,
+            ..limits
+        };
         c.welcome_due = true;
         c.welcome_tick = last;
         self.by_entity.insert(entity, conn.0);
+        Ok(())
+    }
+
+    /// Tells the client of `conn` that the host refused command `index` of
+    /// its input `seq` (see [`ServerEvent::Input`]), for `reason`. The
+    /// refusal travels reliably in a Refused frame with the connection's
+    /// next packets; at most [`MAX_QUEUED_REFUSALS`] wait at once.
+    pub fn refuse_input(
+        &mut self,
+        conn: ConnId,
+        seq: u64,
+        index: usize,
+        reason: InputRefusal,
+    ) -> Result<(), ConnError> {
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(ConnError::UnknownConnection)?;
+        let index = u8::try_from(index)
+            .ok()
+            .filter(|&i| usize::from(i) < MAX_COMMANDS_PER_INPUT)
+            .ok_or(ConnError::NoSuchCommand)?;
+        c.queue_refusal(RefusedInput { seq, index, reason });
         Ok(())
     }
 
@@ -893,12 +995,33 @@ impl<A: Clone + Ord> Server<A> {
     /// connection gets its entity's view events and the rejections of
     /// commands naming its entity, split into parts that fit the MTU.
     /// Ticks must be pushed in order, one after another.
+    ///
+    /// With a budget ([`ServerConfig::budget_bytes_per_sec`]) Updates are
+    /// chosen by priority, every weight 1 (this call does not say where
+    /// observers are): use [`push_tick_located`](Self::push_tick_located)
+    /// to favour near subjects.
     pub fn push_tick(
         &mut self,
         now: Instant,
         tick: u64,
         digest: u64,
         events: &[Event],
+    ) -> Result<(), PushTickError> {
+        self.push_tick_located(now, tick, digest, events, |_| None)
+    }
+
+    /// [`push_tick`](Self::push_tick), with `locate` saying where each
+    /// connection's entity is after the tick (e.g. `|id|
+    /// world.entity(id).map(|e| e.pos)`): with a budget, subjects near the
+    /// observer gain priority faster (see [`crate::budget`]). Without a
+    /// budget `locate` is not called.
+    pub fn push_tick_located<F: FnMut(EntityId) -> Option<Pos>>(
+        &mut self,
+        now: Instant,
+        tick: u64,
+        digest: u64,
+        events: &[Event],
+        mut locate: F,
     ) -> Result<(), PushTickError> {
         self.advance(now);
         if let Some(last) = self.last_tick {
@@ -935,6 +1058,14 @@ impl<A: Clone + Ord> Server<A> {
         };
         let budget = self.config.part_budget() - overhead;
         let max_parts = usize::from(self.config.max_parts_per_tick);
+        let pace = PaceParams {
+            bytes_per_sec: self.config.budget_bytes_per_sec,
+            tick: self.config.tick_interval,
+            cell: self.world.cell_size.to_bits(),
+            packet: HEADER_LEN + overhead,
+            part_budget: budget,
+            mtu: self.config.mtu,
+        };
         let mut closing = Vec::new();
         for (&entity, &id) in &self.by_entity {
             let Some(c) = self.conns.get_mut(&id) else {
@@ -951,6 +1082,22 @@ impl<A: Clone + Ord> Server<A> {
             let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
             let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
             self.route.extend_from_slice(&views[v0..v1]);
+            if let Some(bytes_per_sec) = pace.bytes_per_sec {
+                let at = locate(entity);
+                let paced = c
+                    .pacer
+                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick, pace.mtu));
+                pace_updates(
+                    paced,
+                    &pace,
+                    tick,
+                    entity,
+                    at,
+                    &c.pending,
+                    &c.shadow,
+                    &mut self.route,
+                );
+            }
             match c.queue_tick(tick, digest, &self.route, budget, max_parts) {
                 Ok(()) => {}
                 Err(reason) => {
@@ -1055,6 +1202,9 @@ impl<A: Clone + Ord> Server<A> {
                 }
             }
         };
+        if let Some(p) = c.pacer.as_mut() {
+            p.charge(len);
+        }
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,
@@ -1097,11 +1247,12 @@ impl<A: Clone + Ord> Server<A> {
                     sent,
                     pending,
                     pending_bytes,
+                    refusals,
                     stats,
                     ..
                 } = c;
                 sent.on_timeout(now, rto, |fate, data| {
-                    part_fate(pending, pending_bytes, stats, fate, &data)
+                    packet_fate(pending, pending_bytes, refusals, stats, fate, &data)
                 });
             }
         }
@@ -1109,6 +1260,83 @@ impl<A: Clone + Ord> Server<A> {
             self.close(id, reason);
         }
     }
+}
+
+/// Acts on what became of a packet: its parts and refusals are
+/// acknowledged, or to be sent again.
+fn packet_fate(
+    pending: &mut VecDeque<PendingTick>,
+    pending_bytes: &mut usize,
+    refusals: &mut VecDeque<RefusedInput>,
+    stats: &mut ConnStats,
+    fate: Fate,
+    data: &SentData,
+) {
+    part_fate(pending, pending_bytes, stats, fate, data);
+    refusal_fate(refusals, stats, fate, data);
+}
+
+/// What the budgeted send path needs of the server's configuration.
+struct PaceParams {
+    bytes_per_sec: Option<u32>,
+    tick: core::time::Duration,
+    /// Raw cell size: the unit of nearness.
+    cell: i64,
+    /// Bytes of a packet around its frames: header, and tag when sealed.
+    packet: usize,
+    /// Largest payload of one part.
+    part_budget: usize,
+    /// Most unspent bytes carried to the next tick: one packet.
+    mtu: usize,
+}
+
+/// Replaces the kernel's Updates at the end of `route` (one connection's
+/// events of `tick`, in contract order) with those the budget affords,
+/// by priority: see [`crate::budget`].
+#[allow(clippy::too_many_arguments)]
+fn pace_updates(
+    pacer: &mut Pacer,
+    pace: &PaceParams,
+    tick: u64,
+    observer: EntityId,
+    at: Option<Pos>,
+    pending: &VecDeque<PendingTick>,
+    shadow: &View,
+    route: &mut Vec<Event>,
+) {
+    let rejected = route.partition_point(|e| matches!(e, Event::Rejected { .. }));
+    let membership =
+        rejected + route[rejected..].partition_point(|e| !matches!(e, Event::Update { .. }));
+    pacer.observe(tick, &route[rejected..]);
+    let level = pacer.refill();
+    // What must go before any Update: parts awaiting resend, this tick's
+    // rejections, Leaves and Enters, one packet around them.
+    let resend: usize = pending
+        .iter()
+        .flat_map(|t| t.parts.iter())
+        .filter(|p| p.state == PartState::Unsent)
+        .map(|p| p.payload.len() + TICK_BATCH_OVERHEAD)
+        .sum();
+    let must = membership_bytes(&route[..membership], shadow.len())
+        + resend
+        + pace.packet
+        + TICK_BATCH_OVERHEAD;
+    let must = i64::try_from(must).unwrap_or(i64::MAX);
+    if membership > 0 && must > level {
+        pacer.overran();
+    }
+    // Each part beyond the first costs a packet and a frame more.
+    let count = crate::wire::varint_len(pacer.view_len() as u64) as i64;
+    // Saturating: a deficit is bounded only by what the host sends.
+    let mut room = level.saturating_sub(must).saturating_sub(count);
+    if room > 0 {
+        let per_part = (pace.part_budget.max(1)) as i64;
+        let extra = must.saturating_add(room) / per_part;
+        room = room
+            .saturating_sub(extra.saturating_mul((pace.packet + TICK_BATCH_OVERHEAD + 4) as i64));
+    }
+    route.truncate(membership);
+    pacer.choose(observer, room, at, pace.cell, route);
 }
 
 /// Marks the parts a packet carried as acknowledged or to be sent again.
@@ -1153,6 +1381,24 @@ fn part_fate(
     }
 }
 
+/// Counts the refusals a packet carried as told, or queues them again
+/// (ahead of newer ones) when the packet was lost.
+fn refusal_fate(
+    refusals: &mut VecDeque<RefusedInput>,
+    stats: &mut ConnStats,
+    fate: Fate,
+    data: &SentData,
+) {
+    match fate {
+        Fate::Acked => stats.refusals_told += data.refused.len() as u64,
+        Fate::Lost => {
+            for r in data.refused.iter().rev() {
+                refusals.push_front(*r);
+            }
+        }
+    }
+}
+
 impl<A> Conn<A> {
     fn on_ack(&mut self, ack: u32, bits: u32, now: Instant) {
         let Conn {
@@ -1160,11 +1406,12 @@ impl<A> Conn<A> {
             rtt,
             pending,
             pending_bytes,
+            refusals,
             stats,
             ..
         } = self;
         sent.on_ack(ack, bits, now, rtt, |fate, data| {
-            part_fate(pending, pending_bytes, stats, fate, &data)
+            packet_fate(pending, pending_bytes, refusals, stats, fate, &data)
         });
     }
 
@@ -1210,25 +1457,43 @@ impl<A> Conn<A> {
             if self.last_input_tick.is_some_and(|t| entry.tick <= t) {
                 return Err(DisconnectReason::ProtocolViolation);
             }
-            let total = entry.commands.len();
-            let commands: Vec<Command> = entry
-                .commands
-                .iter()
-                .filter(|c| c.entity() == entity)
-                .copied()
-                .collect();
-            self.stats.foreign_commands += (total - commands.len()) as u64;
-            self.stats.inputs_delivered += 1;
             self.next_input_seq = seq + 1;
             self.last_input_tick = Some(entry.tick);
+            let foreign = entry
+                .commands
+                .iter()
+                .filter(|c| c.entity() != entity)
+                .count();
+            if foreign > 0 {
+                // Acting for another entity taints the whole input.
+                self.stats.foreign_commands += foreign as u64;
+                for index in 0..entry.commands.len() {
+                    self.queue_refusal(RefusedInput {
+                        seq,
+                        index: index as u8,
+                        reason: InputRefusal::NotYours,
+                    });
+                }
+                continue;
+            }
+            self.stats.inputs_delivered += 1;
             events.push_back(ServerEvent::Input {
                 conn: self.id,
                 entity,
+                seq,
                 tick: entry.tick,
-                commands,
+                commands: entry.commands.clone(),
             });
         }
         Ok(())
+    }
+
+    fn queue_refusal(&mut self, r: RefusedInput) {
+        if self.refusals.len() < MAX_QUEUED_REFUSALS {
+            self.refusals.push_back(r);
+        } else {
+            self.stats.refusals_untold += 1;
+        }
     }
 
     /// Encodes this connection's events of one tick into parts.
@@ -1272,6 +1537,7 @@ impl<A> Conn<A> {
         self.entity.is_some()
             && (self.welcome_due
                 || self.pong_due.is_some()
+                || !self.refusals.is_empty()
                 || self.ack_due.is_some_and(|t| now >= t + ack_delay)
                 || self
                     .pending
@@ -1323,6 +1589,7 @@ impl<A> Conn<A> {
         let mut data = SentData {
             seq,
             parts: Vec::new(),
+            refused: Vec::new(),
         };
         'fill: for t in self.pending.iter_mut() {
             let parts = t.parts.len() as u16;
@@ -1348,17 +1615,39 @@ impl<A> Conn<A> {
                 eliciting = true;
             }
         }
+        // Refusals fill what the parts left, oldest first.
+        if !self.refusals.is_empty() {
+            let n = self.refusals.len().min(MAX_REFUSALS_PER_FRAME);
+            let mut list: Vec<RefusedInput> = self.refusals.iter().take(n).copied().collect();
+            let mark = w.pos();
+            loop {
+                Frame::Refused(list.clone()).write_infallible(&mut w);
+                if w.pos() <= cap {
+                    break;
+                }
+                w.rewind(mark);
+                if list.pop().is_none() || list.is_empty() {
+                    break;
+                }
+            }
+            if !list.is_empty() && w.pos() <= cap {
+                self.refusals.drain(..list.len());
+                data.refused = list;
+                eliciting = true;
+            }
+        }
         self.ack_due = None;
         if eliciting {
             let Conn {
                 sent,
                 pending,
                 pending_bytes,
+                refusals,
                 stats,
                 ..
             } = self;
             sent.push(seq, now, data, |fate, d| {
-                part_fate(pending, pending_bytes, stats, fate, &d)
+                packet_fate(pending, pending_bytes, refusals, stats, fate, &d)
             });
         }
         let len = w.pos();

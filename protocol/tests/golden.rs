@@ -8,8 +8,8 @@ use lockgrid_kernel::{
 use lockgrid_protocol::batch::encode_part;
 use lockgrid_protocol::packet::encode_packet;
 use lockgrid_protocol::{
-    ClientLimits, DisconnectReason, Frame, Header, InputEntry, InputFrame, Packet, TickBatch, View,
-    Welcome, WorldParams,
+    ClientLimits, DisconnectReason, Frame, Header, InputEntry, InputFrame, InputRefusal, Packet,
+    RefusedInput, TickBatch, View, Welcome, WorldParams,
 };
 
 fn hex(bytes: &[u8]) -> String {
@@ -118,6 +118,21 @@ fn frame_codes_and_bytes() {
             Frame::Disconnect {
                 reason: DisconnectReason::VersionMismatch,
             },
+        ),
+        (
+            "14_refused",
+            Frame::Refused(vec![
+                RefusedInput {
+                    seq: 7,
+                    index: 0,
+                    reason: InputRefusal::TooFast,
+                },
+                RefusedInput {
+                    seq: 300,
+                    index: 2,
+                    reason: InputRefusal::NotAllowed,
+                },
+            ]),
         ),
     ];
     for (name, f) in &frames {

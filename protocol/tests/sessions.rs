@@ -7,8 +7,8 @@ use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn};
 use lockgrid_protocol::packet::{encode_packet, MIN_INITIAL_LEN};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, ClientLimits, ClientState, ConnError, ConnId,
-    DisconnectReason, Frame, Header, InputEntry, InputFrame, Instant, Packet, PushTickError,
-    Server, ServerConfig, ServerEvent, WorldParams,
+    DisconnectReason, Frame, Header, InputEntry, InputFrame, InputRefusal, Instant, Packet,
+    PushTickError, Server, ServerConfig, ServerEvent, WorldParams,
 };
 
 const SERVER: u32 = 0;
@@ -331,17 +331,27 @@ fn a_client_can_only_act_for_its_own_entity() {
     )
     .unwrap();
     p.server.handle_datagram(p.now, CLIENT, &buf[..n]);
-    let Some(ServerEvent::Input {
-        entity,
-        commands,
-        tick,
-        ..
-    }) = p.server.poll_event()
-    else {
-        panic!("expected an input");
-    };
-    assert_eq!((entity, tick, commands), (7, 1, vec![mv(7)]));
+    // Acting for another entity taints the whole input: nothing of it
+    // reaches the host, and the client hears each command refused.
+    assert!(
+        p.server.poll_event().is_none(),
+        "a tainted input was delivered"
+    );
     assert_eq!(p.server.conn_stats(conn).unwrap().foreign_commands, 2);
+    p.run(Duration::from_millis(100), true);
+    let told: Vec<_> = p
+        .client_events
+        .iter()
+        .filter_map(|ev| match ev {
+            ClientEvent::Refused(r) => Some((r.seq, r.index, r.reason)),
+            _ => None,
+        })
+        .collect();
+    let not_yours = InputRefusal::NotYours;
+    assert_eq!(
+        told,
+        vec![(0, 0, not_yours), (0, 1, not_yours), (0, 2, not_yours)]
+    );
 }
 
 #[test]

@@ -20,9 +20,10 @@ use lockgrid_protocol::{
     MAX_MTU,
 };
 
-use super::seen::{apply_events, fingerprint, BotRecord, TickSeen};
+use super::seen::{apply_events, fingerprint, membership, BotRecord, TickSeen};
 use super::{BotsError, BotsOptions, BotsReport, Progress, ServerLost};
-use crate::serve::rules::{mix, spawn_point};
+use crate::serve::rules::mix;
+use tracing::debug;
 
 /// One simulated player.
 struct Bot {
@@ -45,6 +46,8 @@ struct Bot {
     bytes_in: u64,
     events: u64,
     moves: u64,
+    /// Refused commands the server told of.
+    refusals_heard: u64,
     /// Every move queued, in order.
     sent: Vec<Move>,
     /// How many of `sent` the server acknowledged (a prefix).
@@ -208,6 +211,7 @@ pub(super) fn generate_load(
             bytes_in: 0,
             events: 0,
             moves: 0,
+            refusals_heard: 0,
             sent: Vec::new(),
             acked: 0,
             joined: None,
@@ -261,10 +265,13 @@ pub(super) fn generate_load(
                     ClientEvent::Connected(w) => {
                         b.params = Some(w.world);
                         b.joined = Some(w.tick + 1);
-                        b.pos = spawn_point(&w.world, w.entity);
+                        // The Welcome says where the entity starts and
+                        // how fast it may go.
+                        b.pos = w.spawn.pos;
                         b.interval = Duration::from_micros(w.tick_interval_us.max(1));
+                        let max_speed = w.limits.max_speed.unwrap_or(opts.max_speed);
                         // 80 % of the distance allowed per tick.
-                        let per_tick = i128::from(opts.max_speed.to_bits())
+                        let per_tick = i128::from(max_speed.to_bits())
                             * i128::from(w.tick_interval_us)
                             / 1_000_000;
                         b.step = i64::try_from(per_tick * 8 / 10).unwrap_or(0);
@@ -282,7 +289,12 @@ pub(super) fn generate_load(
                             digest,
                             events: events.len(),
                             fingerprint: fingerprint(&events),
+                            membership: membership(&events),
                         });
+                    }
+                    ClientEvent::Refused(r) => {
+                        b.refusals_heard += 1;
+                        debug!(seq = r.seq, index = r.index, reason = ?r.reason, "a move was refused");
                     }
                     ClientEvent::Disconnected { reason } => {
                         if b.client.entity().is_none() {
@@ -411,6 +423,7 @@ pub(super) fn generate_load(
         report.bytes_in += b.bytes_in;
         report.events += b.events;
         report.moves += b.moves;
+        report.refusals_heard += b.refusals_heard;
         report.ticks_applied += b.ticks.len() as u64;
         // The view rebuilt from the events equals the protocol's view.
         if let Some((tick, view)) = &b.final_view {

@@ -30,6 +30,8 @@ pub struct BotsReport {
     pub bytes_in: u64,
     /// Moves sent.
     pub moves: u64,
+    /// Refused commands the server told the bots of.
+    pub refusals_heard: u64,
     /// Events received.
     pub events: u64,
     /// Ticks applied, summed over clients.
@@ -134,13 +136,29 @@ impl fmt::Display for BotsReport {
         )?;
         writeln!(
             f,
-            "{:<22} {} total, {:.0}/s ({:.1}/s per client), {} moves sent",
+            "{:<22} {} total, {:.0}/s ({:.1}/s per client), {} moves sent, {} refusals heard",
             "events received",
             self.events,
             self.events as f64 / secs,
             per(self.events),
-            self.moves
+            self.moves,
+            self.refusals_heard
         )?;
+        if let Some(b) = self.server.as_ref().and_then(|s| s.budget) {
+            writeln!(
+                f,
+                "{:<22} {} B/s per client: {} B sent per client, max deficit {} B, {} overrun ticks, {} updates sent, {} deferred, {} stale now (at most {} ticks)",
+                "server budget",
+                b.bytes_per_sec,
+                b.bytes_per_client,
+                b.max_deficit,
+                b.overrun_ticks,
+                b.updates_sent,
+                b.updates_deferred,
+                b.stale_subjects,
+                b.max_staleness
+            )?;
+        }
         if let Some(s) = &self.server {
             let refused: Vec<String> = s
                 .refused

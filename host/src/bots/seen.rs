@@ -32,6 +32,19 @@ pub(super) struct TickSeen {
     pub digest: u64,
     pub events: usize,
     pub fingerprint: u64,
+    /// The count and fingerprint of the events but Updates: what a
+    /// server with a bandwidth budget must send exactly.
+    pub membership: (usize, u64),
+}
+
+/// The count and fingerprint of `events` without their Updates.
+pub(super) fn membership(events: &[Event]) -> (usize, u64) {
+    let kept: Vec<Event> = events
+        .iter()
+        .filter(|e| !matches!(e, Event::Update { .. }))
+        .copied()
+        .collect();
+    (kept.len(), fingerprint(&kept))
 }
 
 /// A 64-bit fingerprint of a list of events: FNV-1a over their postcard

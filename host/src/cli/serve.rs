@@ -51,6 +51,11 @@ pub(crate) struct ServeArgs {
     /// Serve Prometheus metrics over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9100).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    /// Bytes per second each client may be sent (e.g. 32KiB): Enters and
+    /// Leaves always go, Updates fill what is left, nearest and stalest
+    /// first [default: no limit].
+    #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+    budget: Option<u32>,
     /// Refuse a world that would reserve more memory than this (e.g. 4GiB) [default: half of the machine's].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_memory: Option<u64>,
@@ -104,6 +109,27 @@ struct ServerDe {
     snapshot_every: Option<u64>,
     client_timeout: Option<f64>,
     metrics: Option<SocketAddr>,
+    budget: Option<BudgetDe>,
+}
+
+/// `[server] budget`: bytes per second as a number, or a size with a unit.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BudgetDe {
+    Bytes(u64),
+    Text(String),
+}
+
+/// A per-client budget: a size (`32KiB`, `8000`) per second, 1 byte to 4 GiB − 1.
+fn parse_budget(text: &str) -> Result<u32, String> {
+    let n = parse_size(text)?;
+    match u32::try_from(n) {
+        Ok(0) => Err("a budget must be positive".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "{n} bytes per second is over the largest budget, 4GiB"
+        )),
+    }
 }
 
 /// A config file, read: its `[server]` values, its world (when it has a
@@ -323,6 +349,18 @@ fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failur
     if let Some(path) = &args.key {
         opts.key = Some(lockgrid_host::token::read_key_file(path).map_err(Failure::new)?);
     }
+    let budget = match (args.budget, file.budget) {
+        (Some(b), _) => Some(b),
+        (None, Some(BudgetDe::Text(t))) => Some(
+            parse_budget(&t).map_err(|e| Failure::new(format_args!("[server] budget {t}: {e}")))?,
+        ),
+        (None, Some(BudgetDe::Bytes(n))) => Some(
+            parse_budget(&n.to_string())
+                .map_err(|e| Failure::new(format_args!("[server] budget {n}: {e}")))?,
+        ),
+        (None, None) => None,
+    };
+    opts.budget = budget;
     let metrics = args.metrics.or(file.metrics);
     opts.max_memory = args.max_memory;
     opts.stop_after_ticks = args.ticks;

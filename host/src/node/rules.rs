@@ -1,7 +1,7 @@
 //! The game rules a node runs: the trait an embedder implements.
 
 use lockgrid_kernel::{Command, EntityId, Spawn, World};
-use lockgrid_protocol::{ClientLimits, DisconnectReason, Instant, TokenClaims};
+use lockgrid_protocol::{ClientLimits, DisconnectReason, InputRefusal, Instant, TokenClaims};
 
 /// What a client brought to its Hello, for [`Rules::admit`] and
 /// [`Rules::spawn`] to decide on.
@@ -115,6 +115,21 @@ impl Refusal {
         Refusal::Token,
         Refusal::Unauthentic,
     ];
+
+    /// The reason the client is told when its command is refused for
+    /// this (the wire's refusal codes; a reason of the rules' own is told
+    /// as [`InputRefusal::Refused`]).
+    pub const fn told(self) -> InputRefusal {
+        match self {
+            Refusal::Spoofed => InputRefusal::NotYours,
+            Refusal::NotAMove => InputRefusal::NotAllowed,
+            Refusal::TooFast => InputRefusal::TooFast,
+            Refusal::TooManyMoves => InputRefusal::TooManyMoves,
+            Refusal::BadSpeed => InputRefusal::BadSpeed,
+            Refusal::OutOfBounds => InputRefusal::OutOfBounds,
+            _ => InputRefusal::Refused,
+        }
+    }
 
     /// The reason's name in logs and stats.
     pub const fn as_str(self) -> &'static str {

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use lockgrid_kernel::{Event, EventKind};
+use serde::{Deserialize, Serialize};
 
 use super::rules::Refusal;
 
@@ -40,6 +41,33 @@ pub struct NodeStats {
     pub snapshot_error: Option<String>,
     /// Refused client input and datagrams, per reason.
     pub refused: BTreeMap<Refusal, u64>,
+    /// The bandwidth budget, when the server has one.
+    pub budget: Option<BudgetSummary>,
+}
+
+/// The per-client bandwidth budget (see `lockgrid_protocol::budget`):
+/// counters since the node opened, over every connection; the rest over
+/// the clients connected now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetSummary {
+    /// Each client's budget, bytes per second.
+    pub bytes_per_sec: u32,
+    /// Bytes sent per connection accepted, on average.
+    pub bytes_per_client: u64,
+    /// The largest deficit of a client connected now, bytes.
+    pub max_deficit: u64,
+    /// Ticks whose Enters, Leaves and rejections alone overran a client's
+    /// allowance, summed over clients.
+    pub overrun_ticks: u64,
+    /// Updates sent, summed over clients.
+    pub updates_sent: u64,
+    /// Stale subjects left for a later tick, summed over ticks and clients.
+    pub updates_deferred: u64,
+    /// Visible subjects whose newest state is not yet sent, summed over
+    /// the clients connected now.
+    pub stale_subjects: u64,
+    /// The longest a connected client's copy of a subject has been stale, ticks.
+    pub max_staleness: u64,
 }
 
 impl NodeStats {

@@ -122,6 +122,10 @@ pub struct ServeStats {
     /// Why the last snapshot attempt failed, if it did.
     #[serde(default)]
     pub snapshot_error: Option<String>,
+    /// The per-client bandwidth budget over the clients connected now
+    /// (`--budget`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::node::BudgetSummary>,
 }
 
 impl ServeStats {

@@ -9,11 +9,10 @@ use std::time::Duration;
 use lockgrid_host::node::{
     DiskFault, DiskOp, MemStorage, Node, NodeConfig, Refusal, Storage, MAX_TRACKED_ADDRS,
 };
-use lockgrid_host::serve::rules::spawn_point;
 use lockgrid_host::serve::DefaultRules;
 use lockgrid_kernel::{Command, Config, EntityId, Event, Fix, Move, Pos, Visibility, World};
 use lockgrid_protocol::{
-    Client, ClientConfig, ClientEvent, ClientState, Instant, Seen, ServerConfig,
+    Client, ClientConfig, ClientEvent, ClientState, Instant, RefusedInput, Seen, ServerConfig,
 };
 
 use super::recorded::Log;
@@ -108,6 +107,7 @@ pub struct Outcome {
     pub acked_checked: u64,
     pub views_checked: u64,
     pub refused: u64,
+    pub refusals_heard: u64,
     pub datagrams: u64,
     pub lost: u64,
 }
@@ -351,6 +351,36 @@ impl Sim {
         Ok(())
     }
 
+    /// A refusal client `i` heard names a command it sent, which the rules
+    /// refused.
+    fn check_refusal(&mut self, i: usize, r: RefusedInput) -> Result<(), String> {
+        self.out.refusals_heard += 1;
+        let c = &self.clients[i];
+        let entity = c.entity.ok_or("a refusal before the Welcome")?;
+        let cmd = usize::try_from(r.seq)
+            .ok()
+            .and_then(|k| c.sent.get(k))
+            .and_then(|cmds| cmds.get(usize::from(r.index)))
+            .ok_or_else(|| {
+                format!(
+                    "client {} heard a refusal of a command it never sent: {r:?}",
+                    c.addr
+                )
+            })?;
+        let Command::Move(m) = cmd else {
+            return Ok(());
+        };
+        let key = (entity, m.dir, m.pos.x.to_bits(), m.pos.y.to_bits());
+        match self.log.borrow().get(&key) {
+            Some(d) if d.outcome.is_err() => Ok(()),
+            other => Err(format!(
+                "client {} was told {r:?} of {m:?}, which the rules decided as {:?}",
+                c.addr,
+                other.map(|d| &d.outcome)
+            )),
+        }
+    }
+
     /// Newly acknowledged inputs of client `i` must have been decided in a
     /// durable tick, and what they became must be in that tick's record.
     fn check_acked(&mut self, i: usize) -> Result<(), String> {
@@ -430,10 +460,11 @@ impl Sim {
                 ClientEvent::Connected(w) => {
                     let c = &mut self.clients[i];
                     c.entity = Some(w.entity);
-                    let p = spawn_point(&w.world, w.entity);
+                    let p = w.spawn.pos;
                     c.pos = (p.x.to_bits(), p.y.to_bits());
                 }
                 ClientEvent::Tick { tick, digest, .. } => ticks.push((tick, digest)),
+                ClientEvent::Refused(r) => self.check_refusal(i, r)?,
                 ClientEvent::Disconnected { .. } => {}
             }
         }

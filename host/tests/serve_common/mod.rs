@@ -170,6 +170,8 @@ pub struct Driven {
     pub socket: UdpSocket,
     pub client: Client<SocketAddr>,
     pub epoch: StdInstant,
+    /// The refusals the server told the client of, in order.
+    pub refused: Vec<lockgrid_protocol::RefusedInput>,
 }
 
 impl Driven {
@@ -194,7 +196,11 @@ impl Driven {
             if self.client.poll_timeout().is_some_and(|t| t <= now) {
                 self.client.handle_timeout(now);
             }
-            while self.client.poll_event().is_some() {}
+            while let Some(ev) = self.client.poll_event() {
+                if let lockgrid_protocol::ClientEvent::Refused(r) = ev {
+                    self.refused.push(r);
+                }
+            }
             while let Ok(Some(t)) = self.client.poll_transmit(now, &mut out) {
                 let _ = self.socket.send_to(&out[..t.len], t.destination);
             }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod canonical;
+pub mod crowd;
 pub mod lan;
 
 use std::collections::BTreeMap;
@@ -242,7 +243,8 @@ pub fn view_map(v: &View) -> BTreeMap<EntityId, Seen> {
 
 use lockgrid_kernel::{Command, Move, Spawn, Visibility};
 use lockgrid_protocol::{
-    ClientLimits, DisconnectReason, Frame, InputEntry, InputFrame, TickBatch, Welcome, WorldParams,
+    ClientLimits, DisconnectReason, Frame, InputEntry, InputFrame, InputRefusal, RefusedInput,
+    TickBatch, Welcome, WorldParams, MAX_REFUSALS_PER_FRAME,
 };
 
 pub fn random_command(rng: &mut Rng) -> Command {
@@ -372,6 +374,15 @@ pub fn random_frames<'a>(rng: &mut Rng, store: &'a [u8]) -> Vec<Frame<'a>> {
         Frame::Disconnect {
             reason: DisconnectReason::from_code(r.next_u64() as u8),
         },
+        Frame::Refused(
+            (0..1 + r.below(MAX_REFUSALS_PER_FRAME as u64))
+                .map(|_| RefusedInput {
+                    seq: r.next_u64() >> r.below(64),
+                    index: r.below(32) as u8,
+                    reason: InputRefusal::from_code(r.next_u64() as u8),
+                })
+                .collect(),
+        ),
     ];
     *rng = rng2;
     frames
