@@ -432,6 +432,17 @@ fn a_client_built_from_the_spec_alone_agrees_with_the_server() {
         let mut sent_after = Vec::new();
         for m in moves {
             assert_eq!(m["acked"], true, "{entity}: unacknowledged input {m}");
+            // Each refused input was told, with the reason the document
+            // gives; no legal one was.
+            let told = match m["kind"].as_str().expect("kind") {
+                "legal" | "edge" => Value::Null,
+                "edge_too_fast" | "too_fast" => "too_fast".into(),
+                "bad_speed" => "bad_speed".into(),
+                "other_entity" => "not_yours".into(),
+                "despawn" => "not_allowed".into(),
+                other => panic!("unknown kind {other}"),
+            };
+            assert_eq!(m["refused"], told, "{entity}: {m}");
             // "edge": a first move of exactly the whole distance allowance.
             if m["kind"] == "legal" || m["kind"] == "edge" {
                 let c = &m["command"];

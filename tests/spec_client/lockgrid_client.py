@@ -43,10 +43,16 @@ MAX_INPUT_QUEUE = 32
 MTU = 1200
 
 PADDING, HELLO, INPUT, ACK, PING, BYE = 0x00, 0x01, 0x02, 0x03, 0x04, 0x05
-WELCOME, TICK_BATCH, PONG, DISCONNECT = 0x10, 0x11, 0x12, 0x13
+WELCOME, TICK_BATCH, PONG, DISCONNECT, REFUSED = 0x10, 0x11, 0x12, 0x13, 0x14
 CLIENT_TO_SERVER = {HELLO, INPUT, ACK, PING, BYE}
 
 CMD_SPAWN, CMD_MOVE, CMD_DESPAWN = 0, 1, 2
+
+REFUSAL_REASONS = {
+    1: "not_yours", 2: "not_allowed", 3: "too_fast", 4: "too_many_moves",
+    5: "bad_speed", 6: "out_of_bounds", 7: "refused",
+}
+REFUSALS_REMEMBERED = 256
 
 REASONS = {
     1: "closed", 2: "version_mismatch", 3: "token_rejected", 4: "idle_timeout",
@@ -306,6 +312,14 @@ def dec_server_frames(payload):
             frames.append(("batch", (tick, part, parts, digest, payload_)))
         elif code == PONG:
             frames.append(("pong", r.varint()))
+        elif code == REFUSED:
+            n = r.count(64, 3)
+            if n == 0:
+                raise Malformed("Refused frame with no refusal")
+            refusals = []
+            for _ in range(n):
+                refusals.append((r.varint(), r.varint(31), r.u8()))
+            frames.append(("refused", refusals))
         elif code == DISCONNECT:
             frames.append(("disconnect", r.u8()))
         elif code in CLIENT_TO_SERVER:
@@ -318,7 +332,7 @@ def dec_server_frames(payload):
     return frames
 
 
-ACK_ELICITING = {"welcome", "batch", "pong", "disconnect"}
+ACK_ELICITING = {"welcome", "batch", "pong", "disconnect", "refused"}
 
 
 # ------------------------------------------------------ batch parts, view
@@ -477,11 +491,15 @@ class Client:
         self.last_heard = time.monotonic()
         self.last_ping = 0.0
         self.pongs = 0
+        # Refusals heard: (input seq, command index) -> reason name, and the
+        # last 256 keys heard, to ignore repeats.
+        self.refusals = {}
+        self.recent_refusals = []
         self.disconnect_reason = None
         self.stats = {"dropped_before_welcome": 0, "dropped_duplicate": 0,
                       "dropped_beyond_window": 0, "malformed": 0, "packets_in": 0,
                       "packets_out": 0, "parts_applied": 0, "welcomes": 0,
-                      "lost_in": 0, "lost_out": 0, "dup_in": 0, "dup_out": 0, "held_in": 0, "repeated_parts": 0, "updates_without_flags": 0}
+                      "repeated_refusals": 0, "lost_in": 0, "lost_out": 0, "dup_in": 0, "dup_out": 0, "held_in": 0, "repeated_parts": 0, "updates_without_flags": 0}
 
     # -- sending
 
@@ -631,6 +649,15 @@ class Client:
         for kind, value in frames:
             if kind == "batch":
                 self._buffer_part(*value)
+            elif kind == "refused":
+                for seq, index, reason in value:
+                    key = (seq, index)
+                    if key in self.recent_refusals:
+                        self.stats["repeated_refusals"] += 1
+                        continue
+                    self.recent_refusals.append(key)
+                    del self.recent_refusals[:-REFUSALS_REMEMBERED]
+                    self.refusals[key] = REFUSAL_REASONS.get(reason, "unknown reason %d" % reason)
             elif kind == "pong":
                 self.pongs += 1
             elif kind == "disconnect":
@@ -977,9 +1004,14 @@ def run(server, seconds, seed, log, net=None, restart=False):
                     pos = (nx, ny)
         client.wait(min(0.005, max(0.0, next_move - time.monotonic())))
 
-    # Let the last inputs be acknowledged before leaving (bounded).
+    # Let the last inputs be acknowledged, and the refusals of the illegal
+    # ones arrive (they may come after the ticks that follow), before
+    # leaving (bounded).
+    def waiting():
+        return client.inputs or any((m["input_seq"], 0) not in client.refusals
+                                    for m in moves if m["kind"] not in ("legal", "edge"))
     until = time.monotonic() + 2.0
-    while client.inputs and time.monotonic() < until and client.service():
+    while waiting() and time.monotonic() < until and client.service():
         client.wait(0.005)
     final_tick = client.applied
     final_view = {str(e[0]): {"x": e[1], "y": e[2], "dir": e[3], "speed": e[4], "layers": e[5]}
@@ -988,6 +1020,7 @@ def run(server, seconds, seed, log, net=None, restart=False):
     for m in moves:
         m["acked"] = m["input_seq"] <= client.acked_input
         m["acked_after_tick"] = client.acked_after.get(m["input_seq"])
+        m["refused"] = client.refusals.get((m["input_seq"], 0))
     w_out = dict(w)
     w_out["nonce"] = "%016x" % w["nonce"]
     return {
@@ -1059,6 +1092,14 @@ def self_test():
         if value != ("padding",):
             assert value == hx(text), text
     assert dec_server_frames(hx("12 c0 84 3d 13 02 00")) == [("pong", 1000000), ("disconnect", 2)]
+    assert dec_server_frames(hx("14 02 07 00 03 ac 02 02 02")) == [("refused", [(7, 0, 3), (300, 2, 2)])]
+    for bad in ("14 00", "14 01 07 20 03"):    # no refusal; command index 32
+        try:
+            dec_server_frames(hx(bad))
+        except Malformed:
+            pass
+        else:
+            raise AssertionError("accepted " + bad)
 
     v = View()
     v, rej = apply_part(v, hx("00 00 02 02 80 80 50 80 80 a0 01 00 00 01 02 80 80 10 ff ff 0f "
