@@ -152,6 +152,7 @@ mod rule;
 mod scan;
 mod slot_bits;
 mod slot_ids;
+mod slot_table;
 mod snapshot;
 mod source;
 mod squares;

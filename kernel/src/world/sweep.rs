@@ -159,11 +159,11 @@ impl World {
             return;
         };
         let steps = steady.then_some(Steps {
-            before: &self.before,
+            before: &self.slots.before,
             within: squares.side(),
             tick: t,
         });
-        let (largest, jumped) = squares.sort_entities(&self.grid, &self.born, steps);
+        let (largest, jumped) = squares.sort_entities(&self.grid, &self.slots.born, steps);
         self.plan.sweep = match self.sweep.possible() && mark_all {
             true => SweepOutcome::Declined,
             false => SweepOutcome::Off,
@@ -241,9 +241,9 @@ impl World {
         let mut k = 0usize;
         // Jumps, spawns and despawns, around where each was and is.
         for a in squares.records().iter().filter(|e| e.dx == JUMPED) {
-            let before = match self.born[a.slot as usize] == t {
+            let before = match self.slots.born[a.slot as usize] == t {
                 true => None,
-                false => self.before.get(a.slot as usize).copied(),
+                false => self.slots.before.get(a.slot as usize).copied(),
             };
             let (at, near) = (Some((a.x, a.y)), (viewers, &enter2[..], reach));
             k = around(&mut sweep.found, k, near, a.slot, at, before);
@@ -336,12 +336,15 @@ impl World {
         // As the copy decides who jumped: a jumped observer is rebuilt.
         let stepped = |now: Fix, was: i64| step_within(now.to_bits(), was, side).is_some();
         for &(_, o) in &self.by_id {
-            let (e, sight) = (&self.entities[o as usize], &self.sights[o as usize]);
+            let (e, sight) = (
+                &self.slots.entities[o as usize],
+                &self.slots.sights[o as usize],
+            );
             // No hysteresis, no crowd culled, every subject of interest,
             // candidates near enough for 64-bit squares, and a step.
-            let (was_x, was_y) = self.before[o as usize];
+            let (was_x, was_y) = self.slots.before[o as usize];
             let keeps = e.alive
-                && self.born[o as usize] != t
+                && self.slots.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
                 && stepped(e.cur.pos.y, was_y)
                 && sight.plain_disc(self.common_layers)
@@ -365,13 +368,13 @@ impl World {
             return None;
         }
         let (observer, view) = {
-            let o = &self.entities[slot as usize];
+            let o = &self.slots.entities[slot as usize];
             (o.id, o.view)
         };
         let group = sweep.at[slot as usize] as usize..sweep.at[slot as usize + 1] as usize;
         let changes = &mut sweep.by_observer[group];
         // Leaves first, then Enters, each ascending by id.
-        let ids = &self.ids;
+        let ids = &self.slots.ids;
         match ids.in_order() {
             // Slots compare as ids, and the flag sorts Leaves first.
             true => changes.sort_unstable(),
@@ -392,8 +395,8 @@ impl World {
             use crate::rule::Zone;
             let rule = super::RuleTables {
                 visibility: self.config.visibility,
-                entities: &self.entities,
-                sights: &self.sights,
+                entities: &self.slots.entities,
+                sights: &self.slots.sights,
                 grid: &self.grid,
             };
             let left = |s: u32| !rule.entities[s as usize].alive || rule.zone(slot, s) == Zone::Out;
@@ -422,7 +425,7 @@ impl World {
                 &mut self.sums,
                 &pairs,
                 ids.id(s),
-                &self.shown[s as usize],
+                &self.slots.shown[s as usize],
             );
         }
         let mut events = (gone.len() + entered.len()) as u64;
