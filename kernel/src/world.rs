@@ -15,6 +15,7 @@ use crate::digest::{
     chain_full_lanes, chain_lanes, config_hash, DigestSums, PairHasher, WordHasher, Words,
     DOMAIN_ENTITY, MOTION_WORDS,
 };
+use crate::emit::{send_enter, send_leave};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
@@ -22,16 +23,17 @@ use crate::id_index::IdIndex;
 use crate::margin::{Key, Margins, SIDE};
 use crate::permutation::Permutation;
 use crate::plan::{
-    self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, TickPlan,
-    Updates, ViewWrite,
+    self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, SweepOutcome,
+    TickPlan, Updates, ViewWrite,
 };
-use crate::rule::{self, Zone};
+use crate::rule::{RuleTables, Zone};
 use crate::scan::{Candidates, Ranked, Reach, ScanRecord};
 use crate::slot_bits::SlotBits;
-use crate::slot_table::{Entity, Gone, Shown, Sight, SlotTable, Watcher, NO_VIEW, UNBORN};
+use crate::slot_table::{Entity, Gone, Sight, SlotTable, Watcher, NO_VIEW, UNBORN};
 use crate::source::Source;
-use crate::squares::{PackedSquares, Squares};
+use crate::squares::{PackedSquares, Squares, Steps};
 use crate::subject_pairs::{PairKind, SubjectPairs};
+use crate::sweep::{Scene, Sweep, ViewEdit};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 use crate::view_marks::ViewMarks;
@@ -40,10 +42,8 @@ mod culled;
 mod incremental;
 mod query;
 mod renumber;
-mod sweep;
 use incremental::Subject;
 pub use query::BufferTooSmall;
-use sweep::Sweep;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1026,7 +1026,7 @@ impl World {
                 false => ObserverPath::Edit,
             };
         }
-        match self.swept(slot) {
+        match self.sweep.keeps(slot) {
             true => ObserverPath::Swept,
             false => ObserverPath::Rebuild,
         }
@@ -1072,6 +1072,90 @@ impl World {
                 self.rebuild_view(slot, sink)
             }
         }
+    }
+
+    /// Sorts every entity into the squares for tick `t`, recording steps
+    /// and sweeping (`sweep.rs`) where the tick allows it: every view
+    /// rebuilt (`mark_all`) or swept, no slot taken over, and few enough
+    /// spawns, despawns and jumps.
+    fn sort_and_sweep(&mut self, mark_all: bool, t: u64) {
+        // Sweeping needs every view to be a function of last tick's
+        // positions, and pairs to name subjects by slot.
+        let steady = mark_all
+            && self.sweep.possible()
+            && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None)
+            && !self.gone.iter().any(|g| self.slots.taken_over(g));
+        let Some(squares) = self.squares.as_mut() else {
+            return;
+        };
+        let steps = steady.then_some(Steps {
+            before: &self.slots.before,
+            within: squares.side(),
+            tick: t,
+        });
+        let (largest, jumped) = squares.sort_entities(&self.grid, &self.slots.born, steps);
+        self.plan.sweep = match self.sweep.possible() && mark_all {
+            true => SweepOutcome::Declined,
+            false => SweepOutcome::Off,
+        };
+        // Each jump, spawn and despawn costs a look around it.
+        let special = u64::from(jumped) + self.gone.len() as u64;
+        let (observers, count) = (u64::from(self.observers), u64::from(self.count));
+        if steady && plan::sweep_allowed(observers, count, Some(special)) {
+            // The sweep walks the live observers by id.
+            self.sort_observers();
+            let scene = Scene {
+                slots: &self.slots,
+                views: &self.views,
+                by_id: &self.by_id,
+                gone: &self.gone,
+                common_layers: self.common_layers,
+                max_view: self.config.max_view,
+                count: self.count,
+            };
+            let swept = match &self.squares {
+                Some(squares) => self.sweep.find_changes(squares, &scene, largest, t),
+                None => false,
+            };
+            if swept {
+                self.plan.sweep = SweepOutcome::Swept;
+            }
+        }
+        match self.plan.sweep {
+            SweepOutcome::Off => {}
+            SweepOutcome::Declined => self.hit(Path::SweepDeclined),
+            SweepOutcome::Swept => self.hit(Path::SweepSwept),
+        }
+    }
+
+    /// Applies the sweep's changes to the view of the observer at `slot`,
+    /// then its margin and its due updates. Returns the event count, or
+    /// `None` when the sweep does not keep this view (it must be rebuilt).
+    fn apply_swept<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> Option<u64> {
+        let edit = ViewEdit {
+            slots: &self.slots,
+            views: &mut self.views,
+            sums: &mut self.sums,
+            entered: &mut self.entered,
+            max_view: self.config.max_view,
+            #[cfg(debug_assertions)]
+            rule: RuleTables {
+                visibility: self.config.visibility,
+                entities: &self.slots.entities,
+                sights: &self.slots.sights,
+                grid: &self.grid,
+            },
+        };
+        let mut events = self.sweep.edit_view(slot, edit, sink)?;
+        let view = self.slots.entities[slot as usize].view;
+        if self.margins.any() {
+            self.margins.clear(view);
+            self.sync_margin(slot, view);
+        }
+        if self.any_due {
+            events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
+        }
+        Some(events)
     }
 
     /// Decides whether a changed or pending subject is due, and pairs it
@@ -1525,42 +1609,6 @@ fn merge_back<T: Ord + Copy>(items: &mut [T], head: usize, tail: &[T]) {
     }
 }
 
-/// Sends a Leave and takes its pair out of the digest's sum of view pairs,
-/// so that no view loses a subject without its term.
-#[inline(always)]
-fn send_leave<S: EventSink>(
-    sink: &mut S,
-    sums: &mut DigestSums,
-    pairs: &PairHasher,
-    subject: EntityId,
-) {
-    sums.remove_pair(pairs, subject);
-    let observer = pairs.observer();
-    sink.event(Event::Leave { observer, subject });
-}
-
-/// Sends an Enter carrying what the subject shows and adds its pair to the
-/// digest's sum of view pairs, so that no view gains a subject without its
-/// term.
-#[inline(always)]
-fn send_enter<S: EventSink>(
-    sink: &mut S,
-    sums: &mut DigestSums,
-    pairs: &PairHasher,
-    subject: EntityId,
-    shown: &Shown,
-) {
-    sums.add_pair(pairs, subject);
-    sink.event(Event::Enter {
-        observer: pairs.observer(),
-        subject,
-        pos: shown.pos,
-        dir: shown.dir,
-        speed: shown.speed,
-        layers: shown.layers,
-    });
-}
-
 /// Restore support: rebuilding internal structures from canonical state.
 impl World {
     /// Every live entity with its sent record and view, in slot order.
@@ -1658,46 +1706,6 @@ impl World {
         self.slots.ids.end_tick();
         self.tick = tick;
         self.digest = self.compute_digest();
-    }
-}
-
-/// The tables the visibility rule (`rule.rs`) reads of two live entities
-/// as they stand now: what fast paths and restores check themselves
-/// against.
-#[derive(Clone, Copy)]
-pub(crate) struct RuleTables<'a> {
-    pub(crate) visibility: Visibility,
-    pub(crate) entities: &'a [Entity],
-    pub(crate) sights: &'a [Sight],
-    pub(crate) grid: &'a Grid,
-}
-
-impl RuleTables<'_> {
-    /// Where the subject at `subject` stands in the rule of the observer
-    /// at `observer`.
-    pub(crate) fn zone(&self, observer: u32, subject: u32) -> Zone {
-        let (o, sight) = (
-            &self.entities[observer as usize],
-            &self.sights[observer as usize],
-        );
-        let eye = rule::Eye {
-            slot: observer,
-            interest: sight.interest,
-            col_row: self.grid.xy(o.cell),
-            x: o.cur.pos.x.to_bits(),
-            y: o.cur.pos.y.to_bits(),
-            enter2: sight.enter2,
-            stay2: sight.stay2,
-        };
-        let s = &self.entities[subject as usize];
-        let seen = rule::Seen {
-            slot: subject,
-            layers: s.layers,
-            col_row: self.grid.xy(s.cell),
-            x: s.cur.pos.x.to_bits(),
-            y: s.cur.pos.y.to_bits(),
-        };
-        rule::zone(self.visibility, &eye, &seen)
     }
 }
 

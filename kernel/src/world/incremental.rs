@@ -17,11 +17,12 @@
 //! anywhere in range can swap who is kept) is rebuilt instead, unless its
 //! view keeps a margin around its cut-off (see `culled.rs`).
 
-use super::{send_enter, send_leave, World};
+use super::World;
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::coverage::Path;
 use crate::digest::PairHasher;
+use crate::emit::{send_enter, send_leave};
 use crate::event::EventSink;
 use crate::fixed_point::Pos;
 use crate::plan::{PairSource, Updates};
