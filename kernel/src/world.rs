@@ -20,7 +20,7 @@ use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
-use crate::margin::{Key, Margins, SIDE};
+use crate::margin::{Listed, Margins};
 use crate::permutation::Permutation;
 use crate::plan::{
     self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, SweepOutcome,
@@ -260,7 +260,7 @@ pub struct World {
     /// part of the state.
     margins: Margins,
     /// A rebuilt crowd's candidates around its cut-off, in key order.
-    margin_keys: Vec<(Key, u32)>,
+    margin_keys: Listed,
     /// Sorted copies of the world, valid for the current tick as the
     /// plan's [`RebuildSource`] says: by squares in radius mode where the
     /// world allows, else by cells (and then, in grid mode with a full
@@ -374,7 +374,7 @@ impl World {
                 true => Margins::new(config.max_observers, config.max_entities),
                 false => Margins::new(0, 0),
             },
-            margin_keys: Vec::with_capacity(2 * SIDE),
+            margin_keys: Listed::new(),
             ties: Vec::with_capacity(n),
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
