@@ -359,6 +359,11 @@ impl Sweep {
     /// and sends their Leaves and Enters; the entered subjects are left in
     /// `edit.entered`. Returns the event count, or `None` when the sweep
     /// does not keep this view (it must be rebuilt).
+    ///
+    /// Inlined into the view's refresh, as it was while it was a method of
+    /// the world: called apart, uniform-10k radius ran 0.6% more
+    /// instructions.
+    #[inline(always)]
     pub(crate) fn edit_view<S: EventSink>(
         &mut self,
         slot: u32,
