@@ -18,9 +18,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::command::EntityId;
-use crate::digest::{self, WordHasher, Words, DOMAIN_ENTITY, HEAD_WORDS, MOTION_WORDS};
+use crate::digest::{
+    self, chain_full_lanes, chain_lanes, DigestSums, WordHasher, Words, DOMAIN_ENTITY, HEAD_WORDS,
+    MOTION_WORDS,
+};
 use crate::fixed_point::{Dir, Fix, Pos};
 use crate::permutation::Permutation;
+use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
 use crate::throttle::{Motion, Sent};
 
@@ -372,6 +376,61 @@ impl SlotTable {
         r.permute(heads);
         r.permute(shown);
         ids.renumber(r);
+    }
+
+    /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its
+    /// digest term, and keep it pending while it differs from what was
+    /// sent. Terms are hashed eight at a time (see `chain_lanes` and
+    /// `chain_full_lanes`); a term's head only when an update was sent
+    /// (the slots in `due`, which it empties). Adds each term to `sums`,
+    /// and pending slots to `pending`.
+    #[inline(always)]
+    pub(crate) fn settle(
+        &mut self,
+        touched: &[u32],
+        due: &mut SlotBits,
+        sums: &mut DigestSums,
+        pending: &mut Vec<u32>,
+    ) {
+        const LANES: usize = 8;
+        for k in (0..touched.len()).step_by(LANES) {
+            let mut slots = [None; LANES];
+            let mut heads = [WordHasher::new(DOMAIN_ENTITY); LANES];
+            let mut head_words = [Words::new(); LANES];
+            let mut motions = [[0; MOTION_WORDS]; LANES];
+            for (lane, &slot) in touched[k..].iter().take(LANES).enumerate() {
+                // Its head changes only when an update is sent, and one
+                // always is at spawn (nothing sent yet is due).
+                let new_head = due.get(slot);
+                due.clear(slot);
+                let e = &mut self.entities[slot as usize];
+                if e.alive {
+                    e.prev = e.cur;
+                    self.prev_cells[slot as usize] = e.cell;
+                    self.before[slot as usize] = (e.cur.pos.x.to_bits(), e.cur.pos.y.to_bits());
+                    match new_head {
+                        true => head_words[lane] = e.head_words(&self.sights[slot as usize]),
+                        false => heads[lane] = self.heads[slot as usize],
+                    }
+                    motions[lane] = e.motion_words();
+                    slots[lane] = Some(slot);
+                }
+            }
+            chain_lanes(&mut heads, &head_words);
+            let mut terms = heads;
+            chain_full_lanes(&mut terms, &motions);
+            for ((slot, head), term) in slots.into_iter().zip(heads).zip(terms) {
+                let Some(slot) = slot else { continue };
+                let term = term.finish();
+                let e = &mut self.entities[slot as usize];
+                sums.entities = sums.entities.wrapping_sub(e.hash).wrapping_add(term);
+                e.hash = term;
+                self.heads[slot as usize] = head;
+                if e.sent.map(|s| s.motion) != Some(e.cur) {
+                    pending.push(slot);
+                }
+            }
+        }
     }
 
     /// Whether a spawn took the despawned subject's slot in this tick,

@@ -11,10 +11,7 @@ use crate::cell_sorted::CellSorted;
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::coverage::{Path, PathCounts};
-use crate::digest::{
-    chain_full_lanes, chain_lanes, config_hash, DigestSums, PairHasher, WordHasher, Words,
-    DOMAIN_ENTITY, MOTION_WORDS,
-};
+use crate::digest::{config_hash, DigestSums, PairHasher};
 use crate::emit::{send_enter, send_leave};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
@@ -610,7 +607,12 @@ impl World {
         }
 
         self.sweep.end_tick();
-        self.settle_touched();
+        self.slots.settle(
+            &self.touched,
+            &mut self.due,
+            &mut self.sums,
+            &mut self.pending,
+        );
 
         // Only spawns and despawns move slots out of id order.
         let churned = self.slots.ids.any_churned();
@@ -1537,53 +1539,6 @@ impl World {
             pos: m.pos,
             dir: m.dir,
             speed: m.speed,
-        }
-    }
-
-    /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its
-    /// digest term, and keep it pending while it differs from what was
-    /// sent. Terms are hashed eight at a time (see [`chain_lanes`] and
-    /// [`chain_full_lanes`]); a term's head only when an update was sent.
-    fn settle_touched(&mut self) {
-        const LANES: usize = 8;
-        for k in (0..self.touched.len()).step_by(LANES) {
-            let mut slots = [None; LANES];
-            let mut heads = [WordHasher::new(DOMAIN_ENTITY); LANES];
-            let mut head_words = [Words::new(); LANES];
-            let mut motions = [[0; MOTION_WORDS]; LANES];
-            for (lane, &slot) in self.touched[k..].iter().take(LANES).enumerate() {
-                // Its head changes only when an update is sent, and one
-                // always is at spawn (nothing sent yet is due).
-                let new_head = self.due.get(slot);
-                self.due.clear(slot);
-                let e = &mut self.slots.entities[slot as usize];
-                if e.alive {
-                    e.prev = e.cur;
-                    self.slots.prev_cells[slot as usize] = e.cell;
-                    self.slots.before[slot as usize] =
-                        (e.cur.pos.x.to_bits(), e.cur.pos.y.to_bits());
-                    match new_head {
-                        true => head_words[lane] = e.head_words(&self.slots.sights[slot as usize]),
-                        false => heads[lane] = self.slots.heads[slot as usize],
-                    }
-                    motions[lane] = e.motion_words();
-                    slots[lane] = Some(slot);
-                }
-            }
-            chain_lanes(&mut heads, &head_words);
-            let mut terms = heads;
-            chain_full_lanes(&mut terms, &motions);
-            for ((slot, head), term) in slots.into_iter().zip(heads).zip(terms) {
-                let Some(slot) = slot else { continue };
-                let term = term.finish();
-                let e = &mut self.slots.entities[slot as usize];
-                self.sums.entities = self.sums.entities.wrapping_sub(e.hash).wrapping_add(term);
-                e.hash = term;
-                self.slots.heads[slot as usize] = head;
-                if e.sent.map(|s| s.motion) != Some(e.cur) {
-                    self.pending.push(slot);
-                }
-            }
         }
     }
 }
