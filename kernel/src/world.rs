@@ -147,7 +147,7 @@ enum ObserverPath {
     Edit,
     /// A culled view edited through its margin (`world/culled.rs`).
     EditCulled,
-    /// Edited by the changes the sweep found (`world/sweep.rs`).
+    /// Edited by the changes the sweep found (`sweep.rs`).
     Swept,
     /// Rebuilt from the candidates around it.
     Rebuild,
