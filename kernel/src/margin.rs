@@ -108,6 +108,11 @@ pub(crate) struct Margins {
 pub(crate) const SIDE: usize = 8;
 const WIDTH: usize = 2 * SIDE;
 
+/// A freshly ranked crowd's candidates around its cut-off, in key order,
+/// with their slots: what [`Margins::set`] is given. Its room is a
+/// margin's, and a full list refuses one more rather than grow.
+pub(crate) type Listed = heapless::Vec<(Key, u32), WIDTH>;
+
 // The memory per observer the crate docs and `Config` state: 432 bytes.
 const _: () = assert!(WIDTH * size_of::<Entry>() + size_of::<Option<Head>>() == 432);
 

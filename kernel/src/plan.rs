@@ -13,7 +13,7 @@
 //!    what rebuilds read, and whether views are rewritten in place or
 //!    streamed into fresh storage.
 //!
-//! The radius-mode sweep (`world/sweep.rs`) then decides with
+//! The radius-mode sweep (`sweep.rs`) then decides with
 //! `sweep_allowed` and records how it went in [`TickPlan::sweep`].
 //! [`World::last_plan`](crate::World::last_plan) returns the plan of the
 //! last tick, for logs and tests.
@@ -138,7 +138,7 @@ pub enum ViewWrite {
     Stream,
 }
 
-/// How the radius-mode sweep went this tick (see `world/sweep.rs`).
+/// How the radius-mode sweep went this tick (see `sweep.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SweepOutcome {
     /// Not considered: grid mode, not every view rebuilt, or the world

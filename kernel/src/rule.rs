@@ -16,6 +16,8 @@
 //! independent reference (`tests/src/oracle.rs` in the repository).
 
 use crate::config::Visibility;
+use crate::grid::Grid;
+use crate::slot_table::{Entity, Sight};
 
 /// The cells around an observer's own that grid mode's nine-grid covers
 /// on each axis.
@@ -135,6 +137,46 @@ pub(crate) fn dist2(x: i64, y: i64, ox: i64, oy: i64) -> u128 {
     let dx = u128::from(x.abs_diff(ox));
     let dy = u128::from(y.abs_diff(oy));
     (dx * dx).saturating_add(dy * dy)
+}
+
+/// The tables the visibility rule reads of two live entities
+/// as they stand now: what fast paths and restores check themselves
+/// against.
+#[derive(Clone, Copy)]
+pub(crate) struct RuleTables<'a> {
+    pub(crate) visibility: Visibility,
+    pub(crate) entities: &'a [Entity],
+    pub(crate) sights: &'a [Sight],
+    pub(crate) grid: &'a Grid,
+}
+
+impl RuleTables<'_> {
+    /// Where the subject at `subject` stands in the rule of the observer
+    /// at `observer`.
+    pub(crate) fn zone(&self, observer: u32, subject: u32) -> Zone {
+        let (o, sight) = (
+            &self.entities[observer as usize],
+            &self.sights[observer as usize],
+        );
+        let eye = Eye {
+            slot: observer,
+            interest: sight.interest,
+            col_row: self.grid.xy(o.cell),
+            x: o.cur.pos.x.to_bits(),
+            y: o.cur.pos.y.to_bits(),
+            enter2: sight.enter2,
+            stay2: sight.stay2,
+        };
+        let s = &self.entities[subject as usize];
+        let seen = Seen {
+            slot: subject,
+            layers: s.layers,
+            col_row: self.grid.xy(s.cell),
+            x: s.cur.pos.x.to_bits(),
+            y: s.cur.pos.y.to_bits(),
+        };
+        zone(self.visibility, &eye, &seen)
+    }
 }
 
 #[cfg(test)]

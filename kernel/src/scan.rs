@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use crate::config::Visibility;
 use crate::grid::Member;
-use crate::margin::Key;
+use crate::margin::{Key, Listed};
 use crate::rule::{self, Zone};
 use crate::view_marks::ViewMarks;
 
@@ -316,7 +316,7 @@ impl Ranked {
         near: bool,
         (from, to): (usize, usize),
         id_of: impl Fn(u32) -> u64,
-        out: &mut Vec<(Key, u32)>,
+        out: &mut Listed,
     ) -> Key {
         out.clear();
         let all = if near {
@@ -340,7 +340,7 @@ fn places<K: Ord + Copy + Into<u128>>(
     ranked: &mut [(K, u32)],
     (from, to): (usize, usize),
     id_of: &impl Fn(u32) -> u64,
-    out: &mut Vec<(Key, u32)>,
+    out: &mut Listed,
 ) -> bool {
     // Ids break ties only: most comparisons never look one up.
     let by_key =
@@ -360,16 +360,13 @@ fn places<K: Ord + Copy + Into<u128>>(
         let Ok(dist2) = u64::try_from(dist2.into()) else {
             return false;
         };
-        if out.len() == out.capacity() {
+        let key = Key {
+            dist2,
+            id: id_of(s),
+        };
+        if out.push((key, s)).is_err() {
             return false;
         }
-        out.push((
-            Key {
-                dist2,
-                id: id_of(s),
-            },
-            s,
-        ));
     }
     n == rest.len()
 }

@@ -25,7 +25,7 @@ use alloc::vec::Vec;
 use crate::config::Config;
 use crate::grid::Grid;
 use crate::scan::ScanRecord;
-use crate::world::UNBORN;
+use crate::slot_table::UNBORN;
 
 /// Records sorted into the squares of a world, each placed by a position.
 pub(crate) struct Squares<T> {

@@ -11,27 +11,26 @@ use crate::cell_sorted::CellSorted;
 use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::coverage::{Path, PathCounts};
-use crate::digest::{
-    self, chain_full_lanes, chain_lanes, config_hash, DigestSums, PairHasher, WordHasher, Words,
-    DOMAIN_ENTITY, HEAD_WORDS, MOTION_WORDS,
-};
+use crate::digest::{config_hash, DigestSums, PairHasher};
+use crate::emit::{send_enter, send_leave};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
-use crate::margin::{Key, Margins, SIDE};
+use crate::margin::{Listed, Margins};
 use crate::permutation::Permutation;
 use crate::plan::{
-    self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, TickPlan,
-    Updates, ViewWrite,
+    self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, SweepOutcome,
+    TickPlan, Updates, ViewWrite,
 };
-use crate::rule::{self, Zone};
+use crate::rule::{RuleTables, Zone};
 use crate::scan::{Candidates, Ranked, Reach, ScanRecord};
 use crate::slot_bits::SlotBits;
-use crate::slot_ids::SlotIds;
+use crate::slot_table::{Entity, Gone, Sight, SlotTable, Watcher, NO_VIEW, UNBORN};
 use crate::source::Source;
-use crate::squares::{PackedSquares, Squares};
+use crate::squares::{PackedSquares, Squares, Steps};
 use crate::subject_pairs::{PairKind, SubjectPairs};
+use crate::sweep::{Scene, Sweep, ViewEdit};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
 use crate::view_marks::ViewMarks;
@@ -40,10 +39,8 @@ mod culled;
 mod incremental;
 mod query;
 mod renumber;
-mod sweep;
-use incremental::{Subject, Watcher};
+use incremental::Subject;
 pub use query::BufferTooSmall;
-use sweep::Sweep;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,6 +80,20 @@ impl EntityState {
     }
 }
 
+/// The public state of the entity recorded as `e` and `sight`.
+fn state_of(e: &Entity, sight: &Sight) -> EntityState {
+    EntityState {
+        id: e.id,
+        pos: e.cur.pos,
+        dir: e.cur.dir,
+        speed: e.cur.speed,
+        observer: e.is_observer(),
+        radius: sight.radius,
+        layers: e.layers,
+        interest: sight.interest,
+    }
+}
+
 /// What one tick reports besides its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickReport {
@@ -92,124 +103,6 @@ pub struct TickReport {
     pub digest: u64,
     /// Number of events delivered to the sink, rejections included.
     pub events: u64,
-}
-
-/// Marks an entity that has no view (not an observer).
-const NO_VIEW: u32 = u32::MAX;
-
-/// The spawn tick (`World::born`) of a vacant slot.
-pub(crate) const UNBORN: u64 = u64::MAX;
-
-/// What every tick reads and writes of an entity that moves: 144 bytes.
-/// What is read only when its view is rebuilt, its pairing record renewed
-/// or its digest head rehashed is its [`Sight`], kept apart, since each
-/// moving entity's record streams through the cache several times a tick:
-/// 64 bytes more on each measured 12% slower at npc-10k radius.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Entity {
-    pub(crate) id: EntityId,
-    pub(crate) alive: bool,
-    /// View slot, or [`NO_VIEW`].
-    pub(crate) view: u32,
-    pub(crate) cur: Motion,
-    /// State at the end of the previous tick (`s_{t-1}`); equals `cur` between ticks.
-    pub(crate) prev: Motion,
-    pub(crate) sent: Option<Sent>,
-    pub(crate) layers: u32,
-    /// Current cell index.
-    pub(crate) cell: u32,
-    /// This entity's current term in the digest's entity sum.
-    pub(crate) hash: u64,
-}
-
-#[cfg(target_pointer_width = "64")]
-const _: () = assert!(size_of::<Entity>() == 144);
-
-/// What an entity would see as an observer, fixed at spawn.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Sight {
-    pub(crate) radius: Fix,
-    pub(crate) interest: u32,
-    /// Cells around its own that an observer's candidates can come from.
-    pub(crate) ring: u32,
-    /// `r²` and `(r + hysteresis)²` in raw units.
-    pub(crate) enter2: u128,
-    pub(crate) stay2: u128,
-    /// Every candidate of its rebuilds is less than `2^31` raw away on each
-    /// axis, so distances square in 64 bits.
-    pub(crate) near: bool,
-}
-
-impl Sight {
-    /// Whether a radius-mode view is exactly every subject within `r`:
-    /// no hysteresis band, candidates near enough for 64-bit squares, and
-    /// every layer in the world (`common_layers`) of interest.
-    pub(crate) fn plain_disc(&self, common_layers: u32) -> bool {
-        self.near && self.enter2 == self.stay2 && self.interest & common_layers != 0
-    }
-}
-
-impl Entity {
-    const VACANT: Entity = Entity {
-        id: 0,
-        alive: false,
-        view: NO_VIEW,
-        cur: Motion {
-            pos: Pos::new(Fix::ZERO, Fix::ZERO),
-            dir: 0,
-            speed: Fix::ZERO,
-        },
-        prev: Motion {
-            pos: Pos::new(Fix::ZERO, Fix::ZERO),
-            dir: 0,
-            speed: Fix::ZERO,
-        },
-        sent: None,
-        layers: 0,
-        cell: 0,
-        hash: 0,
-    };
-
-    pub(crate) fn is_observer(&self) -> bool {
-        self.view != NO_VIEW
-    }
-
-    pub(crate) fn state(&self, sight: &Sight) -> EntityState {
-        EntityState {
-            id: self.id,
-            pos: self.cur.pos,
-            dir: self.cur.dir,
-            speed: self.cur.speed,
-            observer: self.is_observer(),
-            radius: sight.radius,
-            layers: self.layers,
-            interest: sight.interest,
-        }
-    }
-
-    /// The entity's term in the digest, with its hash chain over its
-    /// head words (see `digest.rs`).
-    fn digest_term(&self, sight: &Sight) -> (u64, WordHasher) {
-        digest::entity_term(&self.head_words(sight), &self.motion_words())
-    }
-
-    /// The words of the digest term that change only at spawn or when an
-    /// update is sent.
-    fn head_words(&self, sight: &Sight) -> Words<HEAD_WORDS> {
-        digest::entity_head_words(
-            self.id,
-            self.is_observer(),
-            sight.radius,
-            self.layers,
-            sight.interest,
-            self.sent.as_ref(),
-        )
-    }
-
-    /// The words of the digest term that follow its head: the motion.
-    fn motion_words(&self) -> [u64; MOTION_WORDS] {
-        digest::entity_motion_words(&self.cur)
-    }
 }
 
 /// How a touched subject may change views this tick.
@@ -254,21 +147,10 @@ enum ObserverPath {
     Edit,
     /// A culled view edited through its margin (`world/culled.rs`).
     EditCulled,
-    /// Edited by the changes the sweep found (`world/sweep.rs`).
+    /// Edited by the changes the sweep found (`sweep.rs`).
     Swept,
     /// Rebuilt from the candidates around it.
     Rebuild,
-}
-
-/// A subject despawned this tick, as pairing needs it.
-#[derive(Clone, Copy)]
-struct Gone {
-    slot: u32,
-    id: EntityId,
-    layers: u32,
-    /// Where it stood at the end of last tick, and in which cell.
-    pos: Pos,
-    cell: u32,
 }
 
 /// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
@@ -291,8 +173,8 @@ pub struct World {
     digest: u64,
     sums: DigestSums,
 
-    entities: Vec<Entity>,
-    sights: Vec<Sight>,
+    /// Every array kept by slot (`slot_table.rs`).
+    slots: SlotTable,
     /// Free slots: on top, those at or above `top`, the lowest last; below
     /// them, those freed since, handed out only once the top ones are
     /// gone. Slots freed this tick wait in `released` until it ends (see
@@ -353,8 +235,6 @@ pub struct World {
     pairs: SubjectPairs,
     /// One updated observer's resolved pairs.
     group: Vec<(PairKind, EntityId, u32)>,
-    /// Per slot: what pairing needs of an observer (stale for others).
-    watchers: Vec<Watcher>,
     /// The same records by cell with their slots, valid this tick while
     /// the plan pairs from [`PairSource::CellCopy`] (grid mode, or radius
     /// mode without squares).
@@ -377,7 +257,7 @@ pub struct World {
     /// part of the state.
     margins: Margins,
     /// A rebuilt crowd's candidates around its cut-off, in key order.
-    margin_keys: Vec<(Key, u32)>,
+    margin_keys: Listed,
     /// Sorted copies of the world, valid for the current tick as the
     /// plan's [`RebuildSource`] says: by squares in radius mode where the
     /// world allows, else by cells (and then, in grid mode with a full
@@ -390,25 +270,8 @@ pub struct World {
     /// A rebuilding observer's entered subjects (slots), sorted by id.
     entered: Candidates,
     stamps: Stamps,
-    /// Spawn tick of each slot's entity, [`UNBORN`] when vacant.
-    born: Vec<u64>,
-    /// Per slot: the cell its entity stood in at the end of last tick
-    /// (`Entity::prev`'s), so that finding whether it crossed a border,
-    /// and where from, divides nothing. Apart from the entities, whose
-    /// record it would push past three cache lines.
-    prev_cells: Vec<u32>,
-    /// Per slot: where its entity stood at the end of last tick, raw
-    /// (`Entity::prev`'s position, compact for the sorted copy).
-    before: Vec<(i64, i64)>,
     /// Busy radius-mode ticks: views kept from the pairs that crossed.
     sweep: Sweep,
-    /// Per slot: its entity's digest term hashed as far as the words that
-    /// change only at spawn or when an update is sent
-    /// ([`Entity::head_words`]), so that a move hashes only its motion.
-    /// Apart from the entities because it is read only when they settle.
-    heads: Vec<WordHasher>,
-    /// Id of each slot's entity; views hold slots only.
-    ids: SlotIds,
     /// Subjects whose update is due this tick.
     due: SlotBits,
     /// The slots live observers hold, so that every observer's record can
@@ -416,8 +279,6 @@ pub struct World {
     observer_slots: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
     marks: ViewMarks,
-    /// What each slot's Enter and Update events carry, in one line.
-    shown: Vec<Shown>,
     /// Layer bits every live entity has (all of them while none lives).
     /// Spawns narrow it; despawns leave it as it is until slots are next
     /// renumbered, which only makes it claim less than it could.
@@ -425,16 +286,6 @@ pub struct World {
     /// How often each path was taken (`coverage.rs`); no part of the state.
     #[cfg(any(debug_assertions, feature = "path-coverage"))]
     paths: PathCounts,
-}
-
-/// An entity's current motion and its layers: a compact copy of what its
-/// Enter and Update events carry, so that an event costs one cache line.
-#[derive(Clone, Copy, Debug, Default)]
-struct Shown {
-    pos: Pos,
-    speed: Fix,
-    dir: Dir,
-    layers: u32,
 }
 
 impl World {
@@ -474,8 +325,7 @@ impl World {
             tick: 0,
             digest: 0,
             sums: DigestSums::default(),
-            entities: vec![Entity::VACANT; n],
-            sights: vec![Sight::default(); n],
+            slots: SlotTable::new(slots),
             // Popped from the back: hand out low slots first.
             free_slots: (0..slots).rev().collect(),
             released: Vec::with_capacity(n),
@@ -511,7 +361,6 @@ impl World {
             around: Vec::with_capacity(config.max_observers as usize),
             pairs: SubjectPairs::new(slots, PAIRS_PER_ENTITY),
             group: Vec::with_capacity(n),
-            watchers: vec![Watcher::default(); n],
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
             observer_squares,
             candidates: Candidates::new(config.max_entities),
@@ -522,7 +371,7 @@ impl World {
                 true => Margins::new(config.max_observers, config.max_entities),
                 false => Margins::new(0, 0),
             },
-            margin_keys: Vec::with_capacity(2 * SIDE),
+            margin_keys: Listed::new(),
             ties: Vec::with_capacity(n),
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
@@ -533,16 +382,10 @@ impl World {
                 affected: vec![0; n],
                 rebuild: vec![0; n],
             },
-            born: vec![UNBORN; n],
-            prev_cells: vec![0; n],
-            before: vec![(0, 0); n],
             sweep: Sweep::new(&config, slots),
-            heads: vec![WordHasher::new(DOMAIN_ENTITY); n],
-            ids: SlotIds::new(slots),
             due: SlotBits::new(slots),
             observer_slots: SlotBits::new(slots),
             marks: ViewMarks::new(slots),
-            shown: vec![Shown::default(); n],
             common_layers: u32::MAX,
             #[cfg(any(debug_assertions, feature = "path-coverage"))]
             paths: PathCounts::default(),
@@ -579,17 +422,20 @@ impl World {
     /// The state of a live entity.
     pub fn entity(&self, id: EntityId) -> Option<EntityState> {
         let slot = self.index.get(id)?;
-        Some(self.entities[slot as usize].state(&self.sights[slot as usize]))
+        Some(state_of(
+            &self.slots.entities[slot as usize],
+            &self.slots.sights[slot as usize],
+        ))
     }
 
     /// Every live entity, in no particular order.
     pub fn entities(&self) -> impl Iterator<Item = EntityState> + '_ {
-        self.live().map(|(e, sight)| e.state(sight))
+        self.live().map(|(e, sight)| state_of(e, sight))
     }
 
     /// Every live entity's record with its sight, by slot.
     fn live(&self) -> impl Iterator<Item = (&Entity, &Sight)> + '_ {
-        let all = self.entities.iter().zip(&self.sights);
+        let all = self.slots.entities.iter().zip(&self.slots.sights);
         all.filter(|(e, _)| e.alive)
     }
 
@@ -597,14 +443,14 @@ impl World {
     /// `None` if `observer` is not a live observer.
     pub fn view(&self, observer: EntityId) -> Option<impl Iterator<Item = EntityId> + '_> {
         let slot = self.index.get(observer)?;
-        let view = self.entities[slot as usize].view;
-        (view != NO_VIEW).then(|| self.views.slots(view).iter().map(|&s| self.ids.id(s)))
+        let view = self.slots.entities[slot as usize].view;
+        (view != NO_VIEW).then(|| self.views.slots(view).iter().map(|&s| self.slots.ids.id(s)))
     }
 
     /// The last state sent for an entity and when (the throttle's `L` and `T`).
     pub fn last_sent(&self, id: EntityId) -> Option<Sent> {
         let slot = self.index.get(id)?;
-        self.entities[slot as usize].sent
+        self.slots.entities[slot as usize].sent
     }
 
     /// Runs one tick: applies `commands` in order, evaluates visibility once,
@@ -644,7 +490,7 @@ impl World {
         // Entities that moved last tick without being due may settle now.
         for k in 0..self.pending.len() {
             let slot = self.pending[k];
-            if self.entities[slot as usize].alive {
+            if self.slots.entities[slot as usize].alive {
                 self.touch(slot, t);
             }
         }
@@ -735,7 +581,7 @@ impl World {
                 // Grid mode: crowds rank from squares (a crowd's cut-off
                 // is well inside its ring of cells).
                 if let Some(squares) = self.squares.as_mut().filter(|_| self.views.any_full()) {
-                    squares.sort_entities(grid, &self.born, None);
+                    squares.sort_entities(grid, &self.slots.born, None);
                     self.plan.crowd_squares = true;
                     self.hit(Path::CrowdSquares);
                 }
@@ -761,11 +607,16 @@ impl World {
         }
 
         self.sweep.end_tick();
-        self.settle_touched();
+        self.slots.settle(
+            &self.touched,
+            &mut self.due,
+            &mut self.sums,
+            &mut self.pending,
+        );
 
         // Only spawns and despawns move slots out of id order.
-        let churned = self.ids.any_churned();
-        self.ids.end_tick();
+        let churned = self.slots.ids.any_churned();
+        self.slots.ids.end_tick();
         // Freed slots go under the top ones: spawns keep to the top while
         // it lasts (see `top`).
         let freed = self.released.len();
@@ -786,7 +637,7 @@ impl World {
     /// Copies every observer's pairing record by cells or squares, where
     /// the plan pairs from a copy.
     fn copy_observers(&mut self) {
-        let (grid, watchers) = (&self.grid, &self.watchers);
+        let (grid, watchers) = (&self.grid, &self.slots.watchers);
         match (self.plan.pair_source, &mut self.observer_squares) {
             (PairSource::SquareCopy, Some(squares)) => {
                 // Squares sort by position anyway: read the records in
@@ -855,7 +706,7 @@ impl World {
             let slot = self.touched[k];
             let change = self.view_change(slot, t, true);
             if let Some(c) = change.filter(|c| c.relocated || c.due) {
-                let e = &self.entities[slot as usize];
+                let e = &self.slots.entities[slot as usize];
                 if !c.relocated {
                     // Counted as pairing counts a crosser (around its old
                     // and new cell, here the same one), and only until the
@@ -871,7 +722,7 @@ impl World {
                 paired += 1;
                 let before = match c.fresh {
                     true => None,
-                    false => Some(self.prev_cells[slot as usize]),
+                    false => Some(self.slots.prev_cells[slot as usize]),
                 };
                 for cell in before.into_iter().chain([e.cell]) {
                     let around = self.grid.ring(cell, self.max_ring);
@@ -941,7 +792,7 @@ impl World {
         };
         let keeps_order = slot >= self.top && self.top_id.is_none_or(|top| s.id > top);
         if !keeps_order {
-            self.ids.set_in_order(false);
+            self.slots.ids.set_in_order(false);
         }
         self.top = self.top.max(slot + 1);
         self.top_id = self.top_id.max(Some(s.id));
@@ -951,7 +802,7 @@ impl World {
             speed: s.speed,
         };
         let (ring, enter2, stay2) = self.reach(s.radius);
-        self.entities[slot as usize] = Entity {
+        let entity = Entity {
             id: s.id,
             alive: true,
             view,
@@ -962,7 +813,7 @@ impl World {
             cell,
             hash: 0,
         };
-        self.sights[slot as usize] = Sight {
+        let sight = Sight {
             radius: s.radius,
             interest: s.interest,
             ring,
@@ -970,19 +821,7 @@ impl World {
             stay2,
             near: self.near(ring, s.radius),
         };
-        self.watchers[slot as usize] =
-            Watcher::of(&self.entities[slot as usize], &self.sights[slot as usize]);
-        self.ids.churn(slot);
-        self.ids.set(slot, s.id);
-        self.born[slot as usize] = t;
-        self.prev_cells[slot as usize] = cell;
-        self.before[slot as usize] = (s.pos.x.to_bits(), s.pos.y.to_bits());
-        self.shown[slot as usize] = Shown {
-            pos: motion.pos,
-            speed: motion.speed,
-            dir: motion.dir,
-            layers: s.layers,
-        };
+        self.slots.occupy(slot, entity, sight, t);
         self.index.insert(s.id, slot);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
         self.common_layers &= s.layers;
@@ -1051,9 +890,9 @@ impl World {
     /// wait on the previous command's record coming in from memory.
     fn slot_of(&mut self, id: EntityId) -> Option<u32> {
         let next = self.last_slot.wrapping_add(1);
-        let slot = match self.born.get(next as usize) {
+        let slot = match self.slots.born.get(next as usize) {
             // A vacant slot's id is stale.
-            Some(&born) if born != UNBORN && self.ids.id(next) == id => next,
+            Some(&born) if born != UNBORN && self.slots.ids.id(next) == id => next,
             _ => self.index.get(id)?,
         };
         self.last_slot = slot;
@@ -1066,13 +905,13 @@ impl World {
             return Err(RejectReason::Invalid);
         }
         let cell = self.cell_index(m.pos).ok_or(RejectReason::OutOfBounds)?;
-        let e = &mut self.entities[slot as usize];
+        let e = &mut self.slots.entities[slot as usize];
         e.cur = Motion {
             pos: m.pos,
             dir: m.dir,
             speed: m.speed,
         };
-        let shown = &mut self.shown[slot as usize];
+        let shown = &mut self.slots.shown[slot as usize];
         (shown.pos, shown.speed, shown.dir) = (m.pos, m.speed, m.dir);
         if e.cell == cell {
             self.grid.set_pos(slot, m.pos);
@@ -1082,11 +921,11 @@ impl World {
             self.grid.remove(old, slot, observer);
             self.grid.insert(cell, slot, observer, m.pos, layers);
         }
-        let e = &self.entities[slot as usize];
+        let e = &self.slots.entities[slot as usize];
         if e.is_observer() {
             // A new pairing record carries no margin; nor may the view: its
             // keys were measured from where the observer stood.
-            self.watchers[slot as usize] = Watcher::of(e, &self.sights[slot as usize]);
+            self.slots.watchers[slot as usize] = Watcher::of(e, &self.slots.sights[slot as usize]);
             if self.margins.any() {
                 self.margins.clear(e.view);
             }
@@ -1097,15 +936,15 @@ impl World {
 
     fn despawn(&mut self, id: EntityId, t: u64) -> Result<(), RejectReason> {
         let slot = self.slot_of(id).ok_or(RejectReason::UnknownEntity)?;
-        let e = self.entities[slot as usize];
-        if self.born[slot as usize] < t {
+        let e = self.slots.entities[slot as usize];
+        if self.slots.born[slot as usize] < t {
             // It was visible somewhere at the end of last tick, from there.
             self.gone.push(Gone {
                 slot,
                 id,
                 layers: e.layers,
                 pos: e.prev.pos,
-                cell: self.prev_cells[slot as usize],
+                cell: self.slots.prev_cells[slot as usize],
             });
         }
         self.grid.remove(e.cell, slot, e.is_observer());
@@ -1114,21 +953,18 @@ impl World {
             // A despawned observer gets no further events: drop its view silently.
             let pairs = PairHasher::new(e.id);
             for k in 0..self.views.slots(e.view).len() {
-                let subject = self.ids.old(self.views.slots(e.view)[k]);
+                let subject = self.slots.ids.old(self.views.slots(e.view)[k]);
                 self.sums.remove_pair(&pairs, subject);
             }
             self.views.release(e.view);
             self.margins.clear(e.view);
-            self.release_ring(self.sights[slot as usize].ring);
+            self.release_ring(self.slots.sights[slot as usize].ring);
             self.by_id_clean = false;
             self.observer_slots.clear(slot);
             self.observers -= 1;
         }
         self.sums.entities = self.sums.entities.wrapping_sub(e.hash);
-        self.entities[slot as usize] = Entity::VACANT;
-        self.sights[slot as usize] = Sight::default();
-        self.born[slot as usize] = UNBORN;
-        self.ids.churn(slot);
+        self.slots.vacate(slot);
         self.released.push(slot);
         self.count -= 1;
         Ok(())
@@ -1142,7 +978,7 @@ impl World {
         if self.by_id_clean {
             return;
         }
-        let (ids, observer_slots) = (&self.ids, &self.observer_slots);
+        let (ids, observer_slots) = (&self.slots.ids, &self.observer_slots);
         let (mut k, mut head) = (0, 0);
         let sorted = self.by_id_sorted;
         self.by_id.retain(|&(id, slot)| {
@@ -1186,13 +1022,13 @@ impl World {
             };
         }
         if self.plan.refresh == Refresh::Edit && self.stamps.rebuild[slot as usize] != t {
-            let view = self.entities[slot as usize].view;
+            let view = self.slots.entities[slot as usize].view;
             return match self.margins.any() && self.margins.bounds(view).is_some() {
                 true => ObserverPath::EditCulled,
                 false => ObserverPath::Edit,
             };
         }
-        match self.swept(slot) {
+        match self.sweep.keeps(slot) {
             true => ObserverPath::Swept,
             false => ObserverPath::Rebuild,
         }
@@ -1203,12 +1039,12 @@ impl World {
     fn refresh_view<S: EventSink>(&mut self, slot: u32, t: u64, sink: &mut S) -> u64 {
         match self.observer_path(slot, t) {
             ObserverPath::Keep => {
-                self.views.keep(self.entities[slot as usize].view);
+                self.views.keep(self.slots.entities[slot as usize].view);
                 0
             }
             ObserverPath::KeepAndWalk => {
                 self.hit(Path::ObserverWalked);
-                self.views.keep(self.entities[slot as usize].view);
+                self.views.keep(self.slots.entities[slot as usize].view);
                 self.send_updates(slot, core::iter::empty(), sink)
             }
             ObserverPath::Edit => {
@@ -1240,6 +1076,90 @@ impl World {
         }
     }
 
+    /// Sorts every entity into the squares for tick `t`, recording steps
+    /// and sweeping (`sweep.rs`) where the tick allows it: every view
+    /// rebuilt (`mark_all`) or swept, no slot taken over, and few enough
+    /// spawns, despawns and jumps.
+    fn sort_and_sweep(&mut self, mark_all: bool, t: u64) {
+        // Sweeping needs every view to be a function of last tick's
+        // positions, and pairs to name subjects by slot.
+        let steady = mark_all
+            && self.sweep.possible()
+            && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None)
+            && !self.gone.iter().any(|g| self.slots.taken_over(g));
+        let Some(squares) = self.squares.as_mut() else {
+            return;
+        };
+        let steps = steady.then_some(Steps {
+            before: &self.slots.before,
+            within: squares.side(),
+            tick: t,
+        });
+        let (largest, jumped) = squares.sort_entities(&self.grid, &self.slots.born, steps);
+        self.plan.sweep = match self.sweep.possible() && mark_all {
+            true => SweepOutcome::Declined,
+            false => SweepOutcome::Off,
+        };
+        // Each jump, spawn and despawn costs a look around it.
+        let special = u64::from(jumped) + self.gone.len() as u64;
+        let (observers, count) = (u64::from(self.observers), u64::from(self.count));
+        if steady && plan::sweep_allowed(observers, count, Some(special)) {
+            // The sweep walks the live observers by id.
+            self.sort_observers();
+            let scene = Scene {
+                slots: &self.slots,
+                views: &self.views,
+                by_id: &self.by_id,
+                gone: &self.gone,
+                common_layers: self.common_layers,
+                max_view: self.config.max_view,
+                count: self.count,
+            };
+            let swept = match &self.squares {
+                Some(squares) => self.sweep.find_changes(squares, &scene, largest, t),
+                None => false,
+            };
+            if swept {
+                self.plan.sweep = SweepOutcome::Swept;
+            }
+        }
+        match self.plan.sweep {
+            SweepOutcome::Off => {}
+            SweepOutcome::Declined => self.hit(Path::SweepDeclined),
+            SweepOutcome::Swept => self.hit(Path::SweepSwept),
+        }
+    }
+
+    /// Applies the sweep's changes to the view of the observer at `slot`,
+    /// then its margin and its due updates. Returns the event count, or
+    /// `None` when the sweep does not keep this view (it must be rebuilt).
+    fn apply_swept<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> Option<u64> {
+        let edit = ViewEdit {
+            slots: &self.slots,
+            views: &mut self.views,
+            sums: &mut self.sums,
+            entered: &mut self.entered,
+            max_view: self.config.max_view,
+            #[cfg(debug_assertions)]
+            rule: RuleTables {
+                visibility: self.config.visibility,
+                entities: &self.slots.entities,
+                sights: &self.slots.sights,
+                grid: &self.grid,
+            },
+        };
+        let mut events = self.sweep.edit_view(slot, edit, sink)?;
+        let view = self.slots.entities[slot as usize].view;
+        if self.margins.any() {
+            self.margins.clear(view);
+            self.sync_margin(slot, view);
+        }
+        if self.any_due {
+            events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
+        }
+        Some(events)
+    }
+
     /// Decides whether a changed or pending subject is due, and pairs it
     /// with every observer whose view it enters, leaves or updates in;
     /// `change` is its [`World::view_change`].
@@ -1248,7 +1168,7 @@ impl World {
             return;
         };
         if change.due {
-            let e = &mut self.entities[slot as usize];
+            let e = &mut self.slots.entities[slot as usize];
             e.sent = Some(Sent {
                 motion: e.cur,
                 tick: t,
@@ -1261,10 +1181,10 @@ impl World {
         // While views are walked for updates, only relocation needs pairing.
         let paired_due = change.due && self.plan.updates == Updates::Paired;
         if mark && (change.relocated || paired_due) {
-            let e = &self.entities[slot as usize];
+            let e = &self.slots.entities[slot as usize];
             let before = match change.fresh {
                 true => None,
-                false => Some(self.place(self.prev_cells[slot as usize], e.prev.pos)),
+                false => Some(self.place(self.slots.prev_cells[slot as usize], e.prev.pos)),
             };
             let subject = Subject {
                 slot,
@@ -1278,7 +1198,7 @@ impl World {
             };
             self.pair_subject(&subject, t);
         }
-        if mark && change.relocated && self.entities[slot as usize].is_observer() {
+        if mark && change.relocated && self.slots.entities[slot as usize].is_observer() {
             self.mark_rebuild(slot, t);
         }
     }
@@ -1287,13 +1207,13 @@ impl World {
     /// is not alive. With `cells_only`, a move inside its cell is not a
     /// relocation.
     fn view_change(&self, slot: u32, t: u64, cells_only: bool) -> Option<ViewChange> {
-        let e = &self.entities[slot as usize];
+        let e = &self.slots.entities[slot as usize];
         if !e.alive {
             return None;
         }
-        let fresh = self.born[slot as usize] == t;
+        let fresh = self.slots.born[slot as usize] == t;
         let moved = fresh || e.cur != e.prev;
-        let crossed = fresh || self.prev_cells[slot as usize] != e.cell;
+        let crossed = fresh || self.slots.prev_cells[slot as usize] != e.cell;
         Some(ViewChange {
             fresh,
             moved,
@@ -1333,7 +1253,7 @@ impl World {
     /// even if a despawn emptied it again: then pairs naming the slot
     /// would name the newcomer.
     fn taken_over(&self, gone: &Gone) -> bool {
-        self.born[gone.slot as usize] != UNBORN || self.ids.id(gone.slot) != gone.id
+        self.slots.taken_over(gone)
     }
 
     /// Marks every observer whose ring covers `cell` for a rebuild.
@@ -1343,8 +1263,8 @@ impl World {
         self.grid.observers_in(cells, &mut self.around);
         for k in 0..self.around.len() {
             let o = self.around[k];
-            let e = &self.entities[o as usize];
-            if self.grid.cell_distance(e.cell, cell) <= self.sights[o as usize].ring {
+            let e = &self.slots.entities[o as usize];
+            if self.grid.cell_distance(e.cell, cell) <= self.slots.sights[o as usize].ring {
                 self.mark_rebuild(o, t);
             }
         }
@@ -1353,7 +1273,7 @@ impl World {
     fn mark_affected(&mut self, slot: u32, t: u64) {
         if self.stamps.affected[slot as usize] != t {
             self.stamps.affected[slot as usize] = t;
-            self.affected.push((self.ids.id(slot), slot));
+            self.affected.push((self.slots.ids.id(slot), slot));
         }
     }
 
@@ -1372,7 +1292,10 @@ impl World {
     /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
         // What the rebuild needs of the observer, not a copy of its record.
-        let (o, sight) = (&self.entities[slot as usize], &self.sights[slot as usize]);
+        let (o, sight) = (
+            &self.slots.entities[slot as usize],
+            &self.slots.sights[slot as usize],
+        );
         let (observer, view, cell, ring) = (o.id, o.view, o.cell, sight.ring);
         // Squares (radius mode) cover the disc of radius r + hysteresis.
         let stay = sight.radius.to_bits() + self.config.hysteresis.to_bits();
@@ -1400,18 +1323,18 @@ impl World {
             .views
             .slots(view)
             .iter()
-            .all(|&s| self.ids.churned(s) || self.entities[s as usize].alive));
+            .all(|&s| self.slots.ids.churned(s) || self.slots.entities[s as usize].alive));
         let mut marks = self.marks.slice();
         // Where the scan keeps the observer itself, it counts as seen
         // already, so it never enters.
         marks.set_was(slot, reach.everyone);
-        if !self.ids.any_churned() {
+        if !self.slots.ids.any_churned() {
             for &s in self.views.slots(view) {
                 marks.set_was(s, true);
             }
         } else {
             for &s in self.views.slots(view) {
-                marks.set_was(s, !self.ids.churned(s));
+                marks.set_was(s, !self.slots.ids.churned(s));
             }
         }
 
@@ -1465,7 +1388,7 @@ impl World {
                     break;
                 }
             }
-            let ids = &self.ids;
+            let ids = &self.slots.ids;
             let id_of = |s: u32| ids.id(s);
             let (ties, candidates) = (&mut self.ties, &mut self.candidates);
             if let Some(cutoff) = self
@@ -1482,7 +1405,7 @@ impl World {
             .extend_kept(self.candidates.as_slice(), |s| !marks.set_now(s));
         // Slots in id order compare as themselves: a sort of plain
         // integers, without looking ids up.
-        let ids = &self.ids;
+        let ids = &self.slots.ids;
         self.entered
             .as_mut_slice()
             .sort_unstable_by_key(|&s| ids.key(s));
@@ -1495,7 +1418,7 @@ impl World {
         let pairs = PairHasher::new(observer);
         let (mut marks, sums) = (self.marks.slice(), &mut self.sums);
         let entered = self.entered.as_slice();
-        let ids = &self.ids;
+        let ids = &self.slots.ids;
         self.views.rewrite(view, |old, out| {
             let mut w = 0;
             let mut put = |slot: u32| {
@@ -1535,9 +1458,15 @@ impl World {
         self.marks.slice().clear(slot);
         let mut events = leaves;
         for &s in self.entered.as_slice() {
-            let id = self.ids.id(s);
+            let id = self.slots.ids.id(s);
             self.marks.slice().clear(s);
-            send_enter(sink, &mut self.sums, &pairs, id, &self.shown[s as usize]);
+            send_enter(
+                sink,
+                &mut self.sums,
+                &pairs,
+                id,
+                &self.slots.shown[s as usize],
+            );
             events += 1;
         }
         if self.any_due {
@@ -1584,16 +1513,16 @@ impl World {
         entered: impl Iterator<Item = u32>,
         sink: &mut S,
     ) -> u64 {
-        let observer = self.entities[slot as usize].id;
+        let observer = self.slots.entities[slot as usize].id;
         let mut events = 0;
         // The entered are in the view, in its order: each is met in turn.
         let mut entered = entered.peekable();
-        for &s in self.views.slots(self.entities[slot as usize].view) {
+        for &s in self.views.slots(self.slots.entities[slot as usize].view) {
             if entered.next_if_eq(&s).is_some() {
                 continue;
             }
             if self.due.get(s) {
-                sink.event(self.update(observer, self.ids.id(s), s));
+                sink.event(self.update(observer, self.slots.ids.id(s), s));
                 events += 1;
             }
         }
@@ -1603,59 +1532,13 @@ impl World {
     /// The Update event of the subject at `slot`, with its current state.
     #[inline(always)]
     fn update(&self, observer: EntityId, subject: EntityId, slot: u32) -> Event {
-        let m = &self.shown[slot as usize];
+        let m = &self.slots.shown[slot as usize];
         Event::Update {
             observer,
             subject,
             pos: m.pos,
             dir: m.dir,
             speed: m.speed,
-        }
-    }
-
-    /// Closes every touched entity's tick: `s_{t-1} := s_t`, refresh its
-    /// digest term, and keep it pending while it differs from what was
-    /// sent. Terms are hashed eight at a time (see [`chain_lanes`] and
-    /// [`chain_full_lanes`]); a term's head only when an update was sent.
-    fn settle_touched(&mut self) {
-        const LANES: usize = 8;
-        for k in (0..self.touched.len()).step_by(LANES) {
-            let mut slots = [None; LANES];
-            let mut heads = [WordHasher::new(DOMAIN_ENTITY); LANES];
-            let mut head_words = [Words::new(); LANES];
-            let mut motions = [[0; MOTION_WORDS]; LANES];
-            for (lane, &slot) in self.touched[k..].iter().take(LANES).enumerate() {
-                // Its head changes only when an update is sent, and one
-                // always is at spawn (nothing sent yet is due).
-                let new_head = self.due.get(slot);
-                self.due.clear(slot);
-                let e = &mut self.entities[slot as usize];
-                if e.alive {
-                    e.prev = e.cur;
-                    self.prev_cells[slot as usize] = e.cell;
-                    self.before[slot as usize] = (e.cur.pos.x.to_bits(), e.cur.pos.y.to_bits());
-                    match new_head {
-                        true => head_words[lane] = e.head_words(&self.sights[slot as usize]),
-                        false => heads[lane] = self.heads[slot as usize],
-                    }
-                    motions[lane] = e.motion_words();
-                    slots[lane] = Some(slot);
-                }
-            }
-            chain_lanes(&mut heads, &head_words);
-            let mut terms = heads;
-            chain_full_lanes(&mut terms, &motions);
-            for ((slot, head), term) in slots.into_iter().zip(heads).zip(terms) {
-                let Some(slot) = slot else { continue };
-                let term = term.finish();
-                let e = &mut self.entities[slot as usize];
-                self.sums.entities = self.sums.entities.wrapping_sub(e.hash).wrapping_add(term);
-                e.hash = term;
-                self.heads[slot as usize] = head;
-                if e.sent.map(|s| s.motion) != Some(e.cur) {
-                    self.pending.push(slot);
-                }
-            }
         }
     }
 }
@@ -1681,42 +1564,6 @@ fn merge_back<T: Ord + Copy>(items: &mut [T], head: usize, tail: &[T]) {
     }
 }
 
-/// Sends a Leave and takes its pair out of the digest's sum of view pairs,
-/// so that no view loses a subject without its term.
-#[inline(always)]
-fn send_leave<S: EventSink>(
-    sink: &mut S,
-    sums: &mut DigestSums,
-    pairs: &PairHasher,
-    subject: EntityId,
-) {
-    sums.remove_pair(pairs, subject);
-    let observer = pairs.observer();
-    sink.event(Event::Leave { observer, subject });
-}
-
-/// Sends an Enter carrying what the subject shows and adds its pair to the
-/// digest's sum of view pairs, so that no view gains a subject without its
-/// term.
-#[inline(always)]
-fn send_enter<S: EventSink>(
-    sink: &mut S,
-    sums: &mut DigestSums,
-    pairs: &PairHasher,
-    subject: EntityId,
-    shown: &Shown,
-) {
-    sums.add_pair(pairs, subject);
-    sink.event(Event::Enter {
-        observer: pairs.observer(),
-        subject,
-        pos: shown.pos,
-        dir: shown.dir,
-        speed: shown.speed,
-        layers: shown.layers,
-    });
-}
-
 /// Restore support: rebuilding internal structures from canonical state.
 impl World {
     /// Every live entity with its sent record and view, in slot order.
@@ -1726,11 +1573,11 @@ impl World {
         self.live().map(|(e, sight)| {
             let view = if e.is_observer() {
                 let ids = self.views.slots(e.view).iter();
-                ids.map(|&s| self.ids.id(s)).collect()
+                ids.map(|&s| self.slots.ids.id(s)).collect()
             } else {
                 Vec::new()
             };
-            (e.state(sight), e.sent, view)
+            (state_of(e, sight), e.sent, view)
         })
     }
 
@@ -1743,9 +1590,10 @@ impl World {
         let Some(slot) = self.index.get(s.id) else {
             return false;
         };
-        let e = &mut self.entities[slot as usize];
+        let e = &mut self.slots.entities[slot as usize];
         e.sent = sent;
-        (e.hash, self.heads[slot as usize]) = e.digest_term(&self.sights[slot as usize]);
+        (e.hash, self.slots.heads[slot as usize]) =
+            e.digest_term(&self.slots.sights[slot as usize]);
         self.sums.entities = self.sums.entities.wrapping_add(e.hash);
         if e.sent.map(|s| s.motion) != Some(e.cur) {
             self.pending.push(slot);
@@ -1758,7 +1606,10 @@ impl World {
         let Some(slot) = self.index.get(id) else {
             return false;
         };
-        let (e, sight) = (self.entities[slot as usize], self.sights[slot as usize]);
+        let (e, sight) = (
+            self.slots.entities[slot as usize],
+            self.slots.sights[slot as usize],
+        );
         if !e.is_observer() {
             return view.is_empty();
         }
@@ -1776,7 +1627,7 @@ impl World {
             // Only a subject the rule could show may be in the view (in
             // the hysteresis band, it was visible), and only one inside
             // the observer's ring: one outside would never be revisited.
-            let sub = &self.entities[s as usize];
+            let sub = &self.slots.entities[s as usize];
             let in_ring = self.grid.cell_distance(e.cell, sub.cell) <= sight.ring;
             if !in_ring || self.rule_zone(slot, s) == Zone::Out {
                 return false;
@@ -1807,49 +1658,9 @@ impl World {
     }
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {
-        self.ids.end_tick();
+        self.slots.ids.end_tick();
         self.tick = tick;
         self.digest = self.compute_digest();
-    }
-}
-
-/// The tables the visibility rule (`rule.rs`) reads of two live entities
-/// as they stand now: what fast paths and restores check themselves
-/// against.
-#[derive(Clone, Copy)]
-pub(crate) struct RuleTables<'a> {
-    pub(crate) visibility: Visibility,
-    pub(crate) entities: &'a [Entity],
-    pub(crate) sights: &'a [Sight],
-    pub(crate) grid: &'a Grid,
-}
-
-impl RuleTables<'_> {
-    /// Where the subject at `subject` stands in the rule of the observer
-    /// at `observer`.
-    pub(crate) fn zone(&self, observer: u32, subject: u32) -> Zone {
-        let (o, sight) = (
-            &self.entities[observer as usize],
-            &self.sights[observer as usize],
-        );
-        let eye = rule::Eye {
-            slot: observer,
-            interest: sight.interest,
-            col_row: self.grid.xy(o.cell),
-            x: o.cur.pos.x.to_bits(),
-            y: o.cur.pos.y.to_bits(),
-            enter2: sight.enter2,
-            stay2: sight.stay2,
-        };
-        let s = &self.entities[subject as usize];
-        let seen = rule::Seen {
-            slot: subject,
-            layers: s.layers,
-            col_row: self.grid.xy(s.cell),
-            x: s.cur.pos.x.to_bits(),
-            y: s.cur.pos.y.to_bits(),
-        };
-        rule::zone(self.visibility, &eye, &seen)
     }
 }
 
@@ -1858,8 +1669,8 @@ impl World {
     pub(crate) fn rule_tables(&self) -> RuleTables<'_> {
         RuleTables {
             visibility: self.config.visibility,
-            entities: &self.entities,
-            sights: &self.sights,
+            entities: &self.slots.entities,
+            sights: &self.slots.sights,
             grid: &self.grid,
         }
     }

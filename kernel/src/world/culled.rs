@@ -12,7 +12,7 @@
 //! margin that runs out still rebuild the view, which sets a new margin.
 
 use super::incremental::{Place, Subject};
-use super::{Watcher, World};
+use super::World;
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::coverage::Path;
@@ -21,6 +21,7 @@ use crate::margin::{Key, Placed, Region, SIDE};
 use crate::plan::Pairing;
 use crate::rule::{self, Zone};
 use crate::scan::Reach;
+use crate::slot_table::Watcher;
 use crate::subject_pairs::{unpack, PairKind};
 
 impl World {
@@ -50,7 +51,7 @@ impl World {
         }
         let side = SIDE.min(max_view);
         let core = max_view - side;
-        let ids = &self.ids;
+        let ids = &self.slots.ids;
         let places = (core, max_view + SIDE);
         let id_of = |s: u32| ids.id(s);
         let mut hi = self
@@ -74,8 +75,8 @@ impl World {
     /// observer's pairing record.
     pub(super) fn sync_margin(&mut self, slot: u32, view: u32) {
         let span = self.margins.bounds(view).map(|b| b.dist2_span());
-        let stay2 = self.sights[slot as usize].stay2;
-        if let Some(w) = self.watchers.get_mut(slot as usize) {
+        let stay2 = self.slots.sights[slot as usize].stay2;
+        if let Some(w) = self.slots.watchers.get_mut(slot as usize) {
             w.set_margin(span, stay2);
         }
     }
@@ -143,10 +144,10 @@ impl World {
 
     /// The keys a paired subject had at the end of last tick and has now.
     fn culled_keys(&self, w: &Watcher, slot: u32, id: EntityId) -> (Option<Key>, Option<Key>) {
-        let e = &self.entities[slot as usize];
+        let e = &self.slots.entities[slot as usize];
         let o_col_row = self.col_row(w);
         let at = |p| self.culled_key(w, o_col_row, e.layers, id, self.place_of(p)?);
-        let fresh = self.born[slot as usize] == self.tick + 1;
+        let fresh = self.slots.born[slot as usize] == self.tick + 1;
         let before = if fresh { None } else { at(e.prev.pos) };
         (before, at(e.cur.pos))
     }
@@ -155,8 +156,8 @@ impl World {
     /// events in contract order; ranks the crowd again where the margin
     /// cannot tell. Returns the event count.
     pub(super) fn update_culled_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
-        let view = self.entities[slot as usize].view;
-        let w = self.watchers[slot as usize];
+        let view = self.slots.entities[slot as usize].view;
+        let w = self.slots.watchers[slot as usize];
         if !self.margins.begin(view) {
             self.hit(Path::MarginRanOut);
             return self.rebuild_view(slot, sink);
@@ -164,7 +165,7 @@ impl World {
         self.group.clear();
         for k in 0..self.pairs.of(slot).len() {
             let (s, kind) = unpack(self.pairs.of(slot)[k]);
-            let id = self.ids.id(s);
+            let id = self.slots.ids.id(s);
             let shifted = match kind {
                 PairKind::Update => Some((true, Placed::Kept)),
                 PairKind::Culled => {
@@ -191,7 +192,7 @@ impl World {
             self.margins.clear(view);
             return self.rebuild_view(slot, sink);
         }
-        let (ids, due, group) = (&self.ids, &self.due, &mut self.group);
+        let (ids, due, group) = (&self.slots.ids, &self.due, &mut self.group);
         for (s, was, now, moved) in self.margins.entries() {
             if let Some(kind) = PairKind::of_change(was, now, moved && due.get(s)) {
                 group.push((kind, ids.id(s), s));

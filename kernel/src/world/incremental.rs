@@ -17,103 +17,18 @@
 //! anywhere in range can swap who is kept) is rebuilt instead, unless its
 //! view keeps a margin around its cut-off (see `culled.rs`).
 
-use super::{send_enter, send_leave, Entity, Sight, World};
+use super::World;
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::coverage::Path;
 use crate::digest::PairHasher;
+use crate::emit::{send_enter, send_leave};
 use crate::event::EventSink;
 use crate::fixed_point::Pos;
 use crate::plan::{PairSource, Updates};
 use crate::rule::{self, Zone};
+use crate::slot_table::Watcher;
 use crate::subject_pairs::{unpack, PairKind};
-
-/// What pairing needs of an observer: one line per slot, where its entity
-/// record spans three, since every subject pairs with hundreds of them.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Watcher {
-    pub(super) x: i64,
-    pub(super) y: i64,
-    pub(super) enter2: u128,
-    /// The stay distance² (radius mode), or, while the view has a margin,
-    /// that margin's `dist²` span: such a view is never asked about the
-    /// hysteresis band (margins end at the enter distance), and the record
-    /// stays one line.
-    stay2_or_span: u128,
-    pub(super) interest: u32,
-    pub(super) cell: u32,
-    pub(super) ring: u32,
-    /// The view's index, and [`MARGIN`] while the view has a margin:
-    /// pairing learns it here, in the line it reads anyway, and only then
-    /// looks further.
-    view_and_flag: u32,
-}
-
-const MARGIN: u32 = 1 << 31;
-// View indices are below `max_observers ≤ max_entities ≤ MAX_ENTITIES`.
-const _: () = assert!(crate::config::MAX_ENTITIES <= MARGIN);
-
-impl Watcher {
-    /// The observer's raw position.
-    pub(super) fn at(&self) -> (i64, i64) {
-        (self.x, self.y)
-    }
-
-    pub(super) fn of(e: &Entity, sight: &Sight) -> Watcher {
-        Watcher {
-            x: e.cur.pos.x.to_bits(),
-            y: e.cur.pos.y.to_bits(),
-            enter2: sight.enter2,
-            stay2_or_span: sight.stay2,
-            interest: sight.interest,
-            cell: e.cell,
-            ring: sight.ring,
-            // A non-observer's `NO_VIEW` loses its top bit: it is never
-            // paired, and must not read as a view with a margin.
-            view_and_flag: e.view & !MARGIN,
-        }
-    }
-
-    /// The same record for the view now numbered `view`.
-    pub(super) fn with_view(self, view: u32) -> Watcher {
-        Watcher {
-            view_and_flag: view | (self.view_and_flag & MARGIN),
-            ..self
-        }
-    }
-
-    /// The observer's view index.
-    pub(super) fn view(&self) -> u32 {
-        self.view_and_flag & !MARGIN
-    }
-
-    /// Whether the view has a margin (see `culled.rs`).
-    pub(super) fn has_margin(&self) -> bool {
-        self.view_and_flag & MARGIN != 0
-    }
-
-    /// The stay distance², for a view without a margin.
-    fn stay2(&self) -> u128 {
-        self.stay2_or_span
-    }
-
-    /// The `dist²` of the first and last key of the view's margin, while
-    /// it has one.
-    pub(super) fn margin_span(&self) -> (u64, u64) {
-        ((self.stay2_or_span >> 64) as u64, self.stay2_or_span as u64)
-    }
-
-    /// Records the view's margin span, or that it has none (then the stay
-    /// distance² is `stay2` again).
-    pub(super) fn set_margin(&mut self, span: Option<(u64, u64)>, stay2: u128) {
-        let flag = if span.is_some() { MARGIN } else { 0 };
-        self.view_and_flag = self.view() | flag;
-        self.stay2_or_span = match span {
-            Some((lo, hi)) => u128::from(lo) << 64 | u128::from(hi),
-            None => stay2,
-        };
-    }
-}
 
 /// Where a subject stands: its cell, that cell's column and row (worked
 /// out once per subject rather than once per observer it pairs with), and
@@ -233,7 +148,7 @@ impl World {
         self.grid.observers_in(cells, &mut self.around);
         for k in 0..self.around.len() {
             let o = self.around[k];
-            let w = self.watchers[o as usize];
+            let w = self.slots.watchers[o as usize];
             self.pair_with(o, &w, subject, t);
         }
     }
@@ -322,12 +237,12 @@ impl World {
     /// contract order. Returns the event count.
     pub(super) fn update_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
         let max_view = self.config.max_view as usize;
-        let o = &self.entities[slot as usize];
+        let o = &self.slots.entities[slot as usize];
         let view = o.view;
         // A view with a margin takes `update_culled_view` instead.
         debug_assert!(!self.margins.any() || self.margins.bounds(view).is_none());
         let old = self.views.slots(view);
-        let ids = &self.ids;
+        let ids = &self.slots.ids;
 
         // (kind, subject id, slot) sorts into contract order.
         self.group.clear();
@@ -364,7 +279,7 @@ impl World {
     /// contract order and splices its view to match. Returns the event
     /// count.
     pub(super) fn apply_group<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
-        let o = &self.entities[slot as usize];
+        let o = &self.slots.entities[slot as usize];
         let (observer, view) = (o.id, o.view);
         self.group.sort_unstable();
         let pairs = PairHasher::new(observer);
@@ -373,7 +288,7 @@ impl World {
             match kind {
                 PairKind::Leave => send_leave(sink, &mut self.sums, &pairs, subject),
                 PairKind::Enter => {
-                    let shown = &self.shown[s as usize];
+                    let shown = &self.slots.shown[s as usize];
                     send_enter(sink, &mut self.sums, &pairs, subject, shown);
                 }
                 // Resolved pairs are Leaves, Enters and Updates only.
@@ -391,7 +306,7 @@ impl World {
         if enters == 0 {
             self.views.keep(view);
         } else {
-            let ids = &self.ids;
+            let ids = &self.slots.ids;
             self.views.rewrite(view, |old, out| {
                 let old = stream_in(old);
                 let at = |s| ids.search(old, s).unwrap_or_else(|p| p);

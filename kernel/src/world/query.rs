@@ -74,7 +74,7 @@ impl World {
                 for (slot, m) in self.grid.members(self.grid.index((col, row))) {
                     let (mx, my) = (m.pos.x.to_bits(), m.pos.y.to_bits());
                     if rule::interested(layers, m.layers) && rule::dist2(mx, my, x, y) <= r2 {
-                        n = put(out, n, self.ids.id(slot));
+                        n = put(out, n, self.slots.ids.id(slot));
                     }
                 }
             }
@@ -117,7 +117,7 @@ impl World {
             for col in min.0..=x1 {
                 for (slot, m) in self.grid.members(self.grid.index((col, row))) {
                     if rule::interested(layers, m.layers) {
-                        n = put(out, n, self.ids.id(slot));
+                        n = put(out, n, self.slots.ids.id(slot));
                     }
                 }
             }

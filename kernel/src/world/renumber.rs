@@ -1,6 +1,6 @@
 //! Keeping slots in id order: see `permutation.rs` for why.
 
-use super::{World, UNBORN};
+use super::World;
 
 impl World {
     /// Renumbers the slots in id order once more than an eighth of the
@@ -16,16 +16,16 @@ impl World {
     pub(super) fn renumber_if_shuffled(&mut self) {
         // Spawns that kept the order leave nothing to count: a despawn
         // never breaks it.
-        let shuffled = match self.ids.in_order() {
+        let shuffled = match self.slots.ids.in_order() {
             true => 0,
             false => self.shuffled(),
         };
-        self.ids.set_in_order(shuffled == 0);
+        self.slots.ids.set_in_order(shuffled == 0);
         // With no slot left above `top`, the next spawn takes a freed one
         // and breaks the order; renumbering first gives spawns the top
         // again, if it frees enough of one (at least a sixteenth of the
         // live entities) not to come round again within a few ticks.
-        let slots = self.entities.len() as u64;
+        let slots = u64::from(self.slots.len());
         let (live, top) = (u64::from(self.count), u64::from(self.top));
         let top_used_up = top == slots && (slots - live) * 16 >= live;
         if u64::from(shuffled) * 8 > live || top_used_up {
@@ -38,8 +38,8 @@ impl World {
     /// the slot before theirs.
     fn shuffled(&self) -> u32 {
         let (mut last, mut descents) = (None, 0);
-        for slot in live_slots(&self.born) {
-            let id = self.ids.id(slot);
+        for slot in self.slots.live_slots() {
+            let id = self.slots.ids.id(slot);
             descents += u32::from(last.is_some_and(|last| id < last));
             last = Some(id);
         }
@@ -53,20 +53,12 @@ impl World {
     pub(crate) fn renumber_slots(&mut self) {
         debug_assert!(self.released.is_empty(), "between ticks only");
         self.sort_observers();
-        let (live, ids) = (live_slots(&self.born), &self.ids);
+        let (live, ids) = (self.slots.live_slots(), &self.slots.ids);
         self.slot_numbering.plan_by_key(live, |s| ids.id(s));
         let r = &mut self.slot_numbering;
-        r.permute(&mut self.entities);
-        r.permute(&mut self.sights);
-        r.permute(&mut self.watchers);
-        r.permute(&mut self.born);
-        r.permute(&mut self.prev_cells);
-        r.permute(&mut self.before);
-        r.permute(&mut self.heads);
-        r.permute(&mut self.shown);
+        self.slots.permute(r);
         // Tick stamps need no moving: each is compared with the tick it is
         // set in only, and every one names a tick now over.
-        self.ids.renumber(r);
         self.grid.renumber(r);
         self.index.renumber(r);
         self.views.renumber_entries(r);
@@ -79,7 +71,7 @@ impl World {
         }
         self.last_slot = r.to(self.last_slot);
         // Live entities now hold 0..count: forget the layers of the departed.
-        self.common_layers = self.shown[..self.count as usize]
+        self.common_layers = self.slots.shown[..self.count as usize]
             .iter()
             .fold(u32::MAX, |all, s| all & s.layers);
         self.observer_slots.clear_all();
@@ -88,13 +80,15 @@ impl World {
         }
         // Live entities hold 0..count; hand out the lowest free slot first.
         self.free_slots.clear();
-        self.free_slots
-            .extend((self.count..self.entities.len() as u32).rev());
+        self.free_slots.extend((self.count..self.slots.len()).rev());
         self.top = self.count;
-        self.top_id = self.count.checked_sub(1).map(|last| self.ids.id(last));
+        self.top_id = self
+            .count
+            .checked_sub(1)
+            .map(|last| self.slots.ids.id(last));
 
         // Views in their observers' order: `by_id` is sorted and clean.
-        let entities = &self.entities;
+        let entities = &self.slots.entities;
         let views = self
             .by_id
             .iter()
@@ -106,8 +100,8 @@ impl World {
         r.permute(&mut self.cutoffs);
         for &(_, slot) in &self.by_id {
             let (e, w) = (
-                &mut self.entities[slot as usize],
-                &mut self.watchers[slot as usize],
+                &mut self.slots.entities[slot as usize],
+                &mut self.slots.watchers[slot as usize],
             );
             e.view = r.to(e.view);
             *w = w.with_view(e.view);
@@ -115,21 +109,12 @@ impl World {
     }
 }
 
-/// The slots live entities hold, ascending, read off the compact spawn-tick
-/// array ([`UNBORN`] when vacant) rather than the entity records.
-fn live_slots(born: &[u64]) -> impl Iterator<Item = u32> + '_ {
-    (0..)
-        .zip(born)
-        .filter(|&(_, &b)| b != UNBORN)
-        .map(|(slot, _)| slot)
-}
-
 #[cfg(test)]
 mod tests {
     use alloc::vec::Vec;
 
     use crate::digest::mix64;
-    use crate::world::Entity;
+    use crate::slot_table::Entity;
     use crate::{Command, Config, Event, EventSink, Fix, Move, Pos, Spawn, Visibility, World};
 
     /// A deterministic stream from the digest's mixer, as other kernel
@@ -224,7 +209,7 @@ mod tests {
     /// Whether the live entities hold the lowest slots, ascending by id,
     /// and their observers the lowest views, in the same order.
     fn in_id_order(w: &World) -> bool {
-        let live: Vec<&Entity> = w.entities.iter().take_while(|e| e.alive).collect();
+        let live: Vec<&Entity> = w.slots.entities.iter().take_while(|e| e.alive).collect();
         let views = live.iter().filter(|e| e.is_observer()).map(|e| e.view);
         live.len() == w.count as usize
             && live.windows(2).all(|p| p[0].id < p[1].id)
@@ -287,14 +272,14 @@ mod tests {
                 live.push(id);
             }
             w.step(&commands, &mut sink);
-            assert!(w.ids.in_order(), "after id {next}");
+            assert!(w.slots.ids.in_order(), "after id {next}");
         }
         // An old id back breaks the order until the slots are renumbered.
         let gone = (1..).find(|id| !live.contains(id)).unwrap();
         let commands = [Command::Despawn { id: live[0] }, spawn(gone, &mut rng)];
         w.step(&commands, &mut sink);
-        assert!(!w.ids.in_order());
+        assert!(!w.slots.ids.in_order());
         w.renumber_slots();
-        assert!(w.ids.in_order() && in_id_order(&w));
+        assert!(w.slots.ids.in_order() && in_id_order(&w));
     }
 }
