@@ -1,6 +1,7 @@
 //! Command-line parsing and the shared error/exit handling of `lockgrid`.
 
 mod bots;
+mod cluster;
 mod render;
 mod replay;
 mod run;
