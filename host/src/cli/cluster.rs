@@ -1,7 +1,7 @@
 //! `lockgrid serve --cluster URLS --world NAME`: the node as a member of a cluster.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 

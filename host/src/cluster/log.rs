@@ -121,7 +121,7 @@ pub async fn connect(urls: &[String]) -> Result<async_nats::Client, ClusterError
 
 impl ClusterLog {
     /// Opens (creating when missing) world `world`'s stream and buckets,
-    /// with `min(3, servers)` replicas: tried at 3, then 2, then 1.
+    /// with `min(3, servers in the NATS cluster)` replicas.
     pub async fn open(
         client: async_nats::Client,
         world: &str,
@@ -132,8 +132,14 @@ impl ClusterLog {
         let js = jetstream::ContextBuilder::new()
             .timeout(Duration::from_secs(2))
             .build(client.clone());
-        let mut last_err = None;
-        for replicas in [3usize, 2, 1] {
+        // min(3, cluster size): a server gossips the client URLs of every
+        // server of its cluster (itself included).
+        let servers = client.server_info().connect_urls.len().max(1);
+        let replicas = servers.min(3);
+        // A JetStream cluster that is still electing its meta leader refuses
+        // for a few seconds: keep trying for a while.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
             let stream_config = stream::Config {
                 name: names.stream.clone(),
                 subjects: vec![names.ticks.clone()],
@@ -144,10 +150,12 @@ impl ClusterLog {
             };
             let stream = match js.get_or_create_stream(stream_config).await {
                 Ok(s) => s,
-                Err(e) => {
-                    last_err = Some(ClusterError::nats("create the stream", e));
+                Err(e) if std::time::Instant::now() < deadline => {
+                    tracing::debug!("the stream is not ready yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
                     continue;
                 }
+                Err(e) => return Err(ClusterError::nats("create the stream", e)),
             };
             let replicas = stream.cached_info().config.num_replicas.max(1);
             let meta = get_or_create_kv(
@@ -196,7 +204,6 @@ impl ClusterLog {
                 replicas,
             });
         }
-        Err(last_err.unwrap_or_else(|| ClusterError::Options("no replica count worked".into())))
     }
 
     /// The world's config: the one stored, or `proposed` stored now when
