@@ -38,7 +38,7 @@ struct Cli {
 enum Commands {
     /// Serve a world over UDP: fixed-timestep ticks, journal and snapshots in a data folder.
     #[command(allow_negative_numbers = true)]
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run protocol clients with random walks against a server and check their views.
     #[command(allow_negative_numbers = true)]
     Bots(bots::BotsArgs),
@@ -140,7 +140,7 @@ pub(crate) fn init_logging() {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Commands::Serve(args) => serve::run(args),
+        Commands::Serve(args) => serve::run(*args),
         Commands::Bots(args) => bots::run(args),
         Commands::Token(args) => token::run(args),
         Commands::Run {

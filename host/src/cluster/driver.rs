@@ -153,8 +153,11 @@ struct Member {
     outcome_tx: mpsc::Sender<(u64, bool)>,
 }
 
+/// What the stream's consumer gave.
+type Next = Option<Result<async_nats::jetstream::Message, String>>;
+
 enum Wake {
-    Record(Option<Result<async_nats::jetstream::Message, String>>),
+    Record(Box<Next>),
     Datagram(std::io::Result<(usize, SocketAddr)>),
     Forward(Option<async_nats::Message>),
     Tick,
@@ -282,7 +285,7 @@ async fn run(
     let result = loop {
         let wake = tokio::select! {
             biased;
-            r = consumer.next() => Wake::Record(r.map(|r| r.map_err(|e| e.to_string()))),
+            r = consumer.next() => Wake::Record(Box::new(r.map(|r| r.map_err(|e| e.to_string())))),
             f = next_forward(&mut sub) => Wake::Forward(f),
             _ = ticker.tick() => Wake::Tick,
             _ = housekeeping.tick() => Wake::Housekeeping,
@@ -290,7 +293,7 @@ async fn run(
             r = socket.recv_from(&mut buf) => Wake::Datagram(r),
         };
         let step = match wake {
-            Wake::Record(r) => m.on_record(r).map(|()| m.after_tick(&socket)),
+            Wake::Record(r) => m.on_record(*r).map(|()| m.after_tick(&socket)),
             Wake::Datagram(Ok((n, from))) => {
                 m.hold(from, &buf[..n]);
                 Ok(())
@@ -384,10 +387,7 @@ impl Member {
     }
 
     /// One record from the stream: decoded, checked, stepped and released.
-    fn on_record(
-        &mut self,
-        next: Option<Result<async_nats::jetstream::Message, String>>,
-    ) -> Result<(), ClusterError> {
+    fn on_record(&mut self, next: Next) -> Result<(), ClusterError> {
         let msg = match next {
             Some(Ok(m)) => m,
             Some(Err(e)) => {
