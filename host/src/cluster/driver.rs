@@ -733,7 +733,6 @@ impl Member {
                     }
                     None => {
                         warn!("lost the lease: following");
-                        self.lead = None;
                         *sub = None;
                         self.step_down().await;
                     }
@@ -772,6 +771,13 @@ impl Member {
                     warn!("took the lease but cannot read the stream ({e}); giving it back");
                     self.log.release_lease(revision).await;
                 }
+            }
+        }
+        if self.lead.is_some() && sub.is_none() {
+            // The subscription ended under a held lease: listen again.
+            match self.log.client.subscribe(self.log.names.input.clone()).await {
+                Ok(s) => *sub = Some(s),
+                Err(e) => warn!("cannot listen for forwarded input: {e}"),
             }
         }
         if self.in_flight.as_ref().is_some_and(|f| now >= f.resend_at) {

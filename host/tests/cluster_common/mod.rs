@@ -194,8 +194,16 @@ pub fn read_digests(data: &Path) -> BTreeMap<u64, String> {
 
 /// Starts a node of world `world` on NATS `urls`; waits (bounded) until it listens.
 pub fn start_node(urls: &str, world: &str, data: &Path, extra: &[&str]) -> LgNode {
+    let mut args = vec!["--cluster", urls, "--world", world];
+    args.extend_from_slice(extra);
+    start_serve(data, &args)
+}
+
+/// Starts `lockgrid serve` (one node, its own journal, unless `extra`
+/// says `--cluster`); waits (bounded) until it listens.
+pub fn start_serve(data: &Path, extra: &[&str]) -> LgNode {
     let mut child = Command::new(BIN)
-        .args(["serve", "--cluster", urls, "--world", world])
+        .args(["serve"])
         .args(["--addr", "127.0.0.1:0", "--data-dir"])
         .arg(data)
         .args(extra)
@@ -204,7 +212,7 @@ pub fn start_node(urls: &str, world: &str, data: &Path, extra: &[&str]) -> LgNod
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("lockgrid serve --cluster starts");
+        .expect("lockgrid serve starts");
     let out = child.stdout.take().expect("stdout is piped");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&lines);
@@ -231,7 +239,7 @@ pub fn start_node(urls: &str, world: &str, data: &Path, extra: &[&str]) -> LgNod
             };
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("lockgrid serve --cluster exited before listening: {status}");
+            panic!("lockgrid serve exited before listening: {status}");
         }
         assert!(StdInstant::now() < deadline, "node never listened");
         std::thread::sleep(Duration::from_millis(50));
@@ -268,6 +276,9 @@ pub struct Walker {
     next_move: StdInstant,
     pub done: Vec<Session>,
     pub moves: u64,
+    /// Input sent → acknowledged, for every input acknowledged.
+    pub latencies: Vec<Duration>,
+    sent_at: Option<StdInstant>,
 }
 
 impl Walker {
@@ -290,6 +301,8 @@ impl Walker {
             next_move: StdInstant::now(),
             done: Vec::new(),
             moves: 0,
+            latencies: Vec::new(),
+            sent_at: None,
         }
     }
 
@@ -300,6 +313,11 @@ impl Walker {
     fn note_acked(&mut self) {
         let acked = self.sent.len().saturating_sub(self.client.unacked_inputs());
         self.acked = self.acked.max(acked);
+        if self.acked == self.sent.len() {
+            if let Some(t) = self.sent_at.take() {
+                self.latencies.push(t.elapsed());
+            }
+        }
     }
 
     /// Ends this connection's record and connects to the next node.
@@ -320,6 +338,7 @@ impl Walker {
         self.params = None;
         self.sent.clear();
         self.acked = 0;
+        self.sent_at = None;
         self.last_input = 0;
         self.heard = StdInstant::now();
     }
@@ -331,6 +350,7 @@ impl Walker {
             self.heard = StdInstant::now();
             let now = self.now();
             self.client.handle_datagram(now, from, &buf[..n]);
+            self.note_acked();
         }
         let now = self.now();
         if self.client.poll_timeout().is_some_and(|t| t <= now) {
@@ -400,6 +420,7 @@ impl Walker {
         {
             self.pos = m.pos;
             self.sent.push(m);
+            self.sent_at = Some(StdInstant::now());
             self.last_input = tick;
             self.moves += 1;
         }
