@@ -65,17 +65,39 @@ fn ack_latency_single_node_vs_cluster() {
         .map(|i| {
             let mut mine = urls.clone();
             mine.rotate_left(i);
-            start_node(&mine.join(","), "bench", &tmp.path().join(format!("c{i}")), &[])
+            start_node(
+                &mine.join(","),
+                "bench",
+                &tmp.path().join(format!("c{i}")),
+                &[],
+            )
         })
         .collect();
-    let leader: Vec<_> = nodes.iter().filter(|n| n.leading()).map(|n| n.addr).collect();
-    let followers: Vec<_> = nodes.iter().filter(|n| !n.leading()).map(|n| n.addr).collect();
+    let leader: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.leading())
+        .map(|n| n.addr)
+        .collect();
+    let followers: Vec<_> = nodes
+        .iter()
+        .filter(|n| !n.leading())
+        .map(|n| n.addr)
+        .collect();
     let all: Vec<_> = nodes.iter().map(|n| n.addr).collect();
-    print("3 nodes, 3 NATS (R3), clients on all", &latencies(&all, clients, secs));
+    print(
+        "3 nodes, 3 NATS (R3), clients on all",
+        &latencies(&all, clients, secs),
+    );
     if !leader.is_empty() {
-        print("  clients on the leader only", &latencies(&leader, clients, secs));
+        print(
+            "  clients on the leader only",
+            &latencies(&leader, clients, secs),
+        );
     }
-    print("  clients on followers only", &latencies(&followers, clients, secs));
+    print(
+        "  clients on followers only",
+        &latencies(&followers, clients, secs),
+    );
 }
 
 #[test]
@@ -88,7 +110,12 @@ fn failover_gap_over_ten_kills() {
     let start = |k: usize| {
         let mut mine = urls.clone();
         mine.rotate_left(k % 3);
-        start_node(&mine.join(","), "gap", &tmp.path().join(format!("g{k}")), &[])
+        start_node(
+            &mine.join(","),
+            "gap",
+            &tmp.path().join(format!("g{k}")),
+            &[],
+        )
     };
     let mut nodes: Vec<LgNode> = (0..3).map(start).collect();
     let mut gaps = Vec::new();
@@ -119,7 +146,11 @@ fn failover_gap_over_ten_kills() {
             assert!(StdInstant::now() < deadline, "nobody took over");
             std::thread::sleep(Duration::from_millis(5));
         };
-        println!("kill {}: next append after {:.0} ms", gaps.len() + 1, gap.as_secs_f64() * 1e3);
+        println!(
+            "kill {}: next append after {:.0} ms",
+            gaps.len() + 1,
+            gap.as_secs_f64() * 1e3
+        );
         gaps.push(gap);
         nodes[leader] = start(k);
         k += 1;

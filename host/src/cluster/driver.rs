@@ -10,13 +10,15 @@
 //!   each record's commands and compares the digest; a differing digest
 //!   stops the node with a desync report. A tick's results reach clients
 //!   only after its record is in the stream.
-//! - **Input** is gathered per node: datagrams are handed to the node only
-//!   between ticks while no batch of this node awaits a tick, the node's
-//!   pending commands become one numbered batch, and the batch goes to the
-//!   leader (request/reply; the leader itself keeps its own). The node
-//!   sends nothing to its clients — no acknowledgement — until a record
-//!   naming that batch (its `Lockgrid-Batches` header) has been applied:
-//!   an input is acknowledged only once a tick holding it is appended.
+//! - **Input** is gathered per node: in the first 60 % of the interval
+//!   after each applied tick, datagrams go to the node as they arrive and
+//!   the commands they become go to the leader at once as a numbered batch
+//!   (request/reply; the leader keeps its own); later datagrams wait for
+//!   the next tick. The node sends nothing to its clients — no
+//!   acknowledgement — while a batch of its awaits a record naming it (its
+//!   `Lockgrid-Batches` header): an input is acknowledged only once a tick
+//!   holding it is appended. A batch that missed a tick closes the window
+//!   until it is in, so the next tick releases everything.
 //! - **The leader** holds the lease key, and every tick interval appends the
 //!   next tick: its rules' server commands, then the batches of each node in
 //!   order, each taken once (batch numbers at or below the last one
@@ -99,6 +101,8 @@ const MAX_PENDING_NODES: usize = 1024;
 /// Largest record the leader writes (NATS's default max payload is 1 MiB;
 /// headers need room too).
 const MAX_RECORD: usize = 1000 * 1024;
+/// Most batches of this node awaiting a tick; past it, datagrams are held.
+const MAX_IN_FLIGHT: usize = 64;
 /// Snapshots kept in the object store.
 const KEEP_SNAPSHOTS: usize = 4;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
@@ -139,7 +143,14 @@ struct Member {
     lease_time: Duration,
     snapshot_every: u64,
     next_batch: u64,
-    in_flight: Option<InFlight>,
+    /// This node's batches no applied record has named yet, oldest first.
+    in_flight: VecDeque<InFlight>,
+    /// Until when datagrams go to the node (and their commands to the
+    /// leader) as they arrive: the first part of the tick interval after a
+    /// tick, so that batches reach the leader before its next tick and the
+    /// next tick's release is not held back.
+    window_until: Option<std::time::Instant>,
+    interval: Duration,
     held: VecDeque<(SocketAddr, Vec<u8>)>,
     dropped_datagrams: u64,
     lead: Option<Lead>,
@@ -245,7 +256,9 @@ async fn run(
         lease_time: cluster.lease_time,
         snapshot_every: opts.snapshot_every,
         next_batch: 1,
-        in_flight: None,
+        in_flight: VecDeque::new(),
+        window_until: None,
+        interval,
         held: VecDeque::new(),
         dropped_datagrams: 0,
         lead: None,
@@ -295,7 +308,7 @@ async fn run(
         let step = match wake {
             Wake::Record(r) => m.on_record(*r).map(|()| m.after_tick(&socket)),
             Wake::Datagram(Ok((n, from))) => {
-                m.hold(from, &buf[..n]);
+                m.on_datagram(from, &buf[..n]);
                 Ok(())
             }
             Wake::Datagram(Err(e)) => {
@@ -351,7 +364,7 @@ async fn run(
     drop(sub);
     // Say goodbye only when no input of a client awaits its tick (a
     // goodbye packet acknowledges what it received).
-    if result.is_ok() && m.in_flight.is_none() && !m.node.has_local() {
+    if result.is_ok() && m.in_flight.is_empty() && !m.node.has_local() {
         m.node.shutdown();
         m.flush(&socket);
     }
@@ -475,8 +488,8 @@ impl Member {
             }
         }
         let mine = self.included.get(&self.slot).copied().unwrap_or(0);
-        if self.in_flight.as_ref().is_some_and(|f| f.seq <= mine) {
-            self.in_flight = None;
+        while self.in_flight.front().is_some_and(|f| f.seq <= mine) {
+            self.in_flight.pop_front();
         }
     }
 
@@ -484,7 +497,10 @@ impl Member {
     /// node holds for clients, then hand it the held datagrams and
     /// forward what they became.
     fn after_tick(&mut self, socket: &UdpSocket) {
-        if self.in_flight.is_some() {
+        if !self.in_flight.is_empty() {
+            // A batch missed this tick: take no new input until it is in,
+            // so that the next tick can release everything.
+            self.window_until = None;
             return;
         }
         self.flush(socket);
@@ -495,6 +511,24 @@ impl Member {
         self.node.handle_timers(now);
         if self.node.has_local() {
             self.send_batch();
+        }
+        self.window_until = Some(std::time::Instant::now() + self.interval * 3 / 5);
+    }
+
+    /// A datagram: to the node at once, and its commands to the leader,
+    /// while the window after a tick is open; held otherwise.
+    fn on_datagram(&mut self, from: SocketAddr, bytes: &[u8]) {
+        if self.in_flight.len() < MAX_IN_FLIGHT
+            && self
+                .window_until
+                .is_some_and(|t| std::time::Instant::now() < t)
+        {
+            self.node.handle_datagram(self.clock.now(), from, bytes);
+            if self.node.has_local() {
+                self.send_batch();
+            }
+        } else {
+            self.hold(from, bytes);
         }
     }
 
@@ -512,18 +546,21 @@ impl Member {
         };
         self.next_batch += 1;
         let bytes = Bytes::from(batch.encode());
-        self.in_flight = Some(InFlight {
-            seq: batch.seq,
+        let seq = batch.seq;
+        self.in_flight.push_back(InFlight {
+            seq,
             bytes,
             commands: batch.commands,
             resend_at: std::time::Instant::now(),
         });
-        self.forward();
+        self.forward(seq);
     }
 
     /// Sends the batch in flight to the leader (or keeps it, when leading).
-    fn forward(&mut self) {
-        let Some(f) = &mut self.in_flight else { return };
+    fn forward(&mut self, seq: u64) {
+        let Some(f) = self.in_flight.iter_mut().find(|f| f.seq == seq) else {
+            return;
+        };
         if self.lead.is_some() {
             let (slot, seq, commands) = (self.slot, f.seq, f.commands.clone());
             f.resend_at = std::time::Instant::now() + Duration::from_secs(3600);
@@ -550,8 +587,8 @@ impl Member {
     }
 
     fn on_outcome(&mut self, seq: u64, ok: bool) {
-        if let Some(f) = &mut self.in_flight {
-            if f.seq == seq {
+        if let Some(f) = self.in_flight.iter_mut().find(|f| f.seq == seq) {
+            {
                 let wait = if ok {
                     // Taken; sent again only if no tick names it for a while
                     // (the leader may die before appending it).
@@ -702,8 +739,8 @@ impl Member {
             let _ = std::io::stdout().flush();
         }
         self.pending.clear();
-        // Our own batch goes to whoever leads now.
-        if let Some(f) = &mut self.in_flight {
+        // Our own batches go to whoever leads now.
+        for f in &mut self.in_flight {
             f.resend_at = std::time::Instant::now();
         }
     }
@@ -757,7 +794,7 @@ impl Member {
                                 ready_at,
                                 announced: false,
                             });
-                            if let Some(f) = &mut self.in_flight {
+                            for f in &mut self.in_flight {
                                 f.resend_at = now;
                             }
                         }
@@ -775,13 +812,24 @@ impl Member {
         }
         if self.lead.is_some() && sub.is_none() {
             // The subscription ended under a held lease: listen again.
-            match self.log.client.subscribe(self.log.names.input.clone()).await {
+            match self
+                .log
+                .client
+                .subscribe(self.log.names.input.clone())
+                .await
+            {
                 Ok(s) => *sub = Some(s),
                 Err(e) => warn!("cannot listen for forwarded input: {e}"),
             }
         }
-        if self.in_flight.as_ref().is_some_and(|f| now >= f.resend_at) {
-            self.forward();
+        let due: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|f| now >= f.resend_at)
+            .map(|f| f.seq)
+            .collect();
+        for seq in due {
+            self.forward(seq);
         }
         let t = self.clock.now();
         self.node.handle_timers(t);
