@@ -376,6 +376,13 @@ async fn run(
     result.map(|()| m.summary)
 }
 
+/// One line on stdout for scripts and tests (a closed stdout is no reason to stop).
+fn say(what: core::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "lockgrid serve: {what}");
+    let _ = out.flush();
+}
+
 async fn next_forward(sub: &mut Option<async_nats::Subscriber>) -> Option<async_nats::Message> {
     match sub {
         Some(s) => s.next().await,
@@ -677,8 +684,7 @@ impl Member {
                 if let Some(lead) = &mut self.lead {
                     if !lead.announced {
                         lead.announced = true;
-                        println!("lockgrid serve: leading, appended tick {tick}");
-                        let _ = std::io::stdout().flush();
+                        say(format_args!("leading, appended tick {tick}"));
                     }
                 }
                 self.commit(&report, &taken);
@@ -732,11 +738,7 @@ impl Member {
     async fn step_down(&mut self) {
         if let Some(lead) = self.lead.take() {
             self.log.release_lease(lead.revision).await;
-            println!(
-                "lockgrid serve: following at tick {}",
-                self.node.world().tick()
-            );
-            let _ = std::io::stdout().flush();
+            say(format_args!("following at tick {}", self.node.world().tick()));
         }
         self.pending.clear();
         // Our own batches go to whoever leads now.
