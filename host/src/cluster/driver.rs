@@ -738,7 +738,10 @@ impl Member {
     async fn step_down(&mut self) {
         if let Some(lead) = self.lead.take() {
             self.log.release_lease(lead.revision).await;
-            say(format_args!("following at tick {}", self.node.world().tick()));
+            say(format_args!(
+                "following at tick {}",
+                self.node.world().tick()
+            ));
         }
         self.pending.clear();
         // Our own batches go to whoever leads now.
