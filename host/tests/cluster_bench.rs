@@ -119,8 +119,7 @@ fn failover_gap_over_ten_kills() {
     };
     let mut nodes: Vec<LgNode> = (0..3).map(start).collect();
     let mut gaps = Vec::new();
-    let mut k = 3;
-    for _ in 0..10 {
+    for k in 3..13 {
         let deadline = StdInstant::now() + Duration::from_secs(10);
         let leader = loop {
             if let Some(i) = nodes.iter().position(LgNode::leading) {
@@ -153,7 +152,6 @@ fn failover_gap_over_ten_kills() {
         );
         gaps.push(gap);
         nodes[leader] = start(k);
-        k += 1;
     }
     gaps.sort_unstable();
     print("failover gap (leader SIGKILL → next append)", &gaps);
