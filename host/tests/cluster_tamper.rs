@@ -22,7 +22,7 @@ fn append_raw(url: &str, world: &str, tick: u64, bytes: Vec<u8>) {
         .unwrap();
     rt.block_on(async {
         let client = connect(&[url.to_owned()]).await.unwrap();
-        let log = ClusterLog::open(client, world, Duration::from_secs(1))
+        let log = ClusterLog::open(client, 1, world, Duration::from_secs(1))
             .await
             .unwrap();
         log.world_config(&Config::default()).await.unwrap();

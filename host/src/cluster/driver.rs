@@ -205,7 +205,13 @@ async fn run(
     }
     std::fs::create_dir_all(&opts.data_dir).map_err(ClusterError::Io)?;
     let client = super::log::connect(&cluster.urls).await?;
-    let log = ClusterLog::open(client, &cluster.world, cluster.lease_time).await?;
+    let log = ClusterLog::open(
+        client,
+        cluster.urls.len(),
+        &cluster.world,
+        cluster.lease_time,
+    )
+    .await?;
     let (config, created) = log.world_config(&opts.world).await?;
     if !created && config != opts.world {
         info!("the stream's world config is kept; world options apply to new worlds only");

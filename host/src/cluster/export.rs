@@ -53,7 +53,7 @@ pub fn export(urls: &[String], world: &str, dir: &Path) -> Result<Exported, Clus
         .map_err(ClusterError::Io)?;
     runtime.block_on(async {
         let client = connect(urls).await?;
-        let log = ClusterLog::open(client, world, Duration::from_secs(1)).await?;
+        let log = ClusterLog::open(client, urls.len(), world, Duration::from_secs(1)).await?;
         export_log(&log, dir).await
     })
 }

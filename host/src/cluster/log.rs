@@ -121,9 +121,11 @@ pub async fn connect(urls: &[String]) -> Result<async_nats::Client, ClusterError
 
 impl ClusterLog {
     /// Opens (creating when missing) world `world`'s stream and buckets,
-    /// with `min(3, servers in the NATS cluster)` replicas.
+    /// with `min(3, servers in the NATS cluster)` replicas; `named` is how
+    /// many servers the caller was given.
     pub async fn open(
         client: async_nats::Client,
+        named: usize,
         world: &str,
         lease_time: Duration,
     ) -> Result<ClusterLog, ClusterError> {
@@ -132,9 +134,11 @@ impl ClusterLog {
         let js = jetstream::ContextBuilder::new()
             .timeout(Duration::from_secs(2))
             .build(client.clone());
-        // min(3, cluster size): a server gossips the client URLs of every
-        // server of its cluster (itself included).
-        let servers = client.server_info().connect_urls.len().max(1);
+        // min(3, cluster size): the servers named, or the client URLs a
+        // server gossips for its cluster (itself included), whichever is
+        // more. Counting only the gossip would make a stream of one replica
+        // when the first node starts before the routes are up.
+        let servers = client.server_info().connect_urls.len().max(named).max(1);
         let replicas = servers.min(3);
         // A JetStream cluster that is still electing its meta leader refuses
         // for a few seconds: keep trying for a while.
