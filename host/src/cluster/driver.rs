@@ -106,6 +106,8 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Snapshots kept in the object store.
 const KEEP_SNAPSHOTS: usize = 4;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
+/// No record for this long while the stream is ahead: consume again.
+const STALL: Duration = Duration::from_millis(1000);
 
 type ClusterNode = Node<SocketAddr, DefaultRules, StreamStorage>;
 
@@ -152,6 +154,8 @@ struct Member {
     window_until: Option<std::time::Instant>,
     interval: Duration,
     held: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// When the consumer last delivered a record.
+    last_record_at: std::time::Instant,
     dropped_datagrams: u64,
     lead: Option<Lead>,
     pending: BTreeMap<u32, BTreeMap<u64, Vec<Command>>>,
@@ -266,6 +270,7 @@ async fn run(
         window_until: None,
         interval,
         held: VecDeque::new(),
+        last_record_at: std::time::Instant::now(),
         dropped_datagrams: 0,
         lead: None,
         pending: BTreeMap::new(),
@@ -283,8 +288,17 @@ async fn run(
     // Catch up before taking clients.
     let target = m.log.last_tick().await?;
     while m.node.world().tick() < target {
-        let next = consumer.next().await.map(|r| r.map_err(|e| e.to_string()));
-        m.on_record(next)?;
+        match consumer.next().await.map(|r| r.map_err(|e| e.to_string())) {
+            Some(Ok(msg)) => m.on_record(msg)?,
+            other => {
+                warn!(
+                    "the stream's consumer failed ({}); consuming again",
+                    describe(other)
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                consumer = m.log.consume(m.node.world().tick() + 1).await?;
+            }
+        }
     }
     if last == 0 && m.node.has_local() {
         // A new world: the rules' start commands (NPCs) go in as a batch.
@@ -312,7 +326,20 @@ async fn run(
             r = socket.recv_from(&mut buf) => Wake::Datagram(r),
         };
         let step = match wake {
-            Wake::Record(r) => m.on_record(*r).map(|()| m.after_tick(&socket)),
+            Wake::Record(r) => match *r {
+                Some(Ok(msg)) => m.on_record(msg).map(|()| m.after_tick(&socket)),
+                other => {
+                    warn!(
+                        "the stream's consumer failed ({}); consuming again",
+                        describe(other)
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    m.log
+                        .consume(m.node.world().tick() + 1)
+                        .await
+                        .map(|c| consumer = c)
+                }
+            },
             Wake::Datagram(Ok((n, from))) => {
                 m.on_datagram(from, &buf[..n]);
                 Ok(())
@@ -355,7 +382,27 @@ async fn run(
                 {
                     break Ok(());
                 }
-                m.housekeeping(&mut sub).await
+                let kept = m.housekeeping(&mut sub).await;
+                // A consumer whose server died can stay silent: when the
+                // stream is ahead of this node and nothing came for a
+                // while, consume again from the next tick.
+                if kept.is_ok() && m.last_record_at.elapsed() > STALL {
+                    m.last_record_at = std::time::Instant::now();
+                    if let Ok(last) = m.log.last_tick().await {
+                        if last > m.node.world().tick() {
+                            warn!(
+                                tick = m.node.world().tick(),
+                                last,
+                                "no record for a while though the stream is ahead; consuming again"
+                            );
+                            match m.log.consume(m.node.world().tick() + 1).await {
+                                Ok(c) => consumer = c,
+                                Err(e) => warn!("cannot consume again yet: {e}"),
+                            }
+                        }
+                    }
+                }
+                kept
             }
             Wake::Outcome(Some((seq, ok))) => {
                 m.on_outcome(seq, ok);
@@ -389,6 +436,13 @@ fn say(what: core::fmt::Arguments<'_>) {
     let _ = out.flush();
 }
 
+fn describe(next: Next) -> String {
+    match next {
+        Some(Err(e)) => e,
+        _ => "it ended".into(),
+    }
+}
+
 async fn next_forward(sub: &mut Option<async_nats::Subscriber>) -> Option<async_nats::Message> {
     match sub {
         Some(s) => s.next().await,
@@ -413,22 +467,8 @@ impl Member {
     }
 
     /// One record from the stream: decoded, checked, stepped and released.
-    fn on_record(&mut self, next: Next) -> Result<(), ClusterError> {
-        let msg = match next {
-            Some(Ok(m)) => m,
-            Some(Err(e)) => {
-                return Err(ClusterError::Nats {
-                    what: "consume the stream",
-                    detail: e,
-                })
-            }
-            None => {
-                return Err(ClusterError::Nats {
-                    what: "consume the stream",
-                    detail: "the consumer ended".into(),
-                })
-            }
-        };
+    fn on_record(&mut self, msg: async_nats::jetstream::Message) -> Result<(), ClusterError> {
+        self.last_record_at = std::time::Instant::now();
         let seq = msg
             .info()
             .map_err(|e| ClusterError::nats("read a record's sequence", e))?
