@@ -388,7 +388,7 @@ async fn run(
                 // while, consume again from the next tick.
                 if kept.is_ok() && m.last_record_at.elapsed() > STALL {
                     m.last_record_at = std::time::Instant::now();
-                    if let Ok(last) = m.log.last_tick().await {
+                    if let Ok(last) = m.log.last_tick_now().await {
                         if last > m.node.world().tick() {
                             warn!(
                                 tick = m.node.world().tick(),
@@ -827,7 +827,7 @@ impl Member {
                 }
             }
         } else if let Some(revision) = self.log.take_lease(&self.holder).await {
-            match self.log.last_tick().await {
+            match self.log.last_tick_now().await {
                 Ok(ready_at) => {
                     match self
                         .log

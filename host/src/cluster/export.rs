@@ -83,15 +83,24 @@ async fn export_log(log: &ClusterLog, dir: &Path) -> Result<Exported, ClusterErr
     if last > 0 {
         let mut consumer = log.consume(1).await?;
         let mut expected = 1;
+        let mut retries = 0;
         while expected <= last {
             let msg = match consumer.next().await {
                 Some(Ok(m)) => m,
-                Some(Err(e)) => return Err(ClusterError::nats("consume the stream", e)),
-                None => {
-                    return Err(ClusterError::nats(
-                        "consume the stream",
-                        "the consumer ended",
-                    ))
+                other => {
+                    // A consumer through a server that went away: again
+                    // from the next record, a bounded number of times.
+                    retries += 1;
+                    if retries > 20 {
+                        let why = match other {
+                            Some(Err(e)) => e.to_string(),
+                            _ => "the consumer ended".into(),
+                        };
+                        return Err(ClusterError::nats("consume the stream", why));
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    consumer = log.consume(expected).await?;
+                    continue;
                 }
             };
             let seq = msg

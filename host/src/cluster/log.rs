@@ -276,6 +276,15 @@ impl ClusterLog {
 
     /// The stream's last sequence: the last appended tick.
     pub async fn last_tick(&self) -> Result<u64, ClusterError> {
+        let info = retry(|| self.stream.get_info())
+            .await
+            .map_err(|e| ClusterError::nats("read the stream's state", e))?;
+        Ok(info.state.last_sequence)
+    }
+
+    /// [`last_tick`](Self::last_tick), asked once (no retries): for a
+    /// loop that must not block.
+    pub async fn last_tick_now(&self) -> Result<u64, ClusterError> {
         let info = self
             .stream
             .get_info()
@@ -319,9 +328,7 @@ impl ClusterLog {
 
     /// The record at `seq`, its raw bytes and its batch header value.
     pub async fn get(&self, seq: u64) -> Result<(Record, Bytes, String), ClusterError> {
-        let m = self
-            .stream
-            .get_raw_message(seq)
+        let m = retry(|| self.stream.get_raw_message(seq))
             .await
             .map_err(|e| ClusterError::nats("read a record", e))?;
         let record = decode_record(seq, &m.payload).map_err(|fault| ClusterError::BadRecord {
@@ -338,17 +345,17 @@ impl ClusterLog {
 
     /// An ordered consumer of the tick records from `start` on.
     pub async fn consume(&self, start: u64) -> Result<consumer::pull::Ordered, ClusterError> {
-        let consumer = self
-            .stream
-            .create_consumer(consumer::pull::OrderedConfig {
+        let consumer = retry(|| {
+            self.stream.create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: self.names.ticks.clone(),
                 deliver_policy: consumer::DeliverPolicy::ByStartSequence {
                     start_sequence: start.max(1),
                 },
                 ..Default::default()
             })
-            .await
-            .map_err(|e| ClusterError::nats("create a consumer", e))?;
+        })
+        .await
+        .map_err(|e| ClusterError::nats("create a consumer", e))?;
         consumer
             .messages()
             .await
@@ -455,6 +462,30 @@ impl ClusterLog {
             });
         }
         Ok(out)
+    }
+}
+
+/// How long a read is retried: a NATS cluster that lost a server answers
+/// nothing for a few seconds while its groups elect new leaders.
+const RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Runs `op` until it succeeds or [`RETRY_FOR`] has passed; the last error.
+async fn retry<T, E, F, Fut>(mut op: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let deadline = std::time::Instant::now() + RETRY_FOR;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if std::time::Instant::now() < deadline => {
+                tracing::debug!("retrying after: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
