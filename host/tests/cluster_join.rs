@@ -33,7 +33,7 @@ fn a_joining_node_starts_from_the_newest_snapshot() {
     let b = read_digests(&tmp.path().join("b"));
     let first_of_b = *b.keys().next().expect("the joiner applied ticks");
     assert!(
-        first_of_b > 20 && (first_of_b - 1) % 20 == 0,
+        first_of_b > 20 && (first_of_b - 1).is_multiple_of(20),
         "the joiner started after a snapshot tick, not at tick {first_of_b}"
     );
     let mut compared = 0;
