@@ -238,11 +238,18 @@ async fn run(
         snapshot_every: 0,
         max_packets_per_sec: opts.max_packets_per_sec,
         // Each node names its clients from its own range, so two nodes
-        // never give one id to two clients.
-        first_client_id: CLIENT_ID_BASE + (u64::from(slot) << 24) + 1,
+        // never give one id to two clients; with a key, clients bring
+        // their ids in their tokens, minted by one backend.
+        first_client_id: if opts.key.is_some() {
+            CLIENT_ID_BASE + 1
+        } else {
+            CLIENT_ID_BASE + (u64::from(slot) << 24) + 1
+        },
     };
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
     let clock = Clock(std::time::Instant::now());
+    // The Unix time of the clock's zero, for connect tokens' expiry.
+    let unix_secs_at_zero = crate::token::unix_now();
     let storage = StreamStorage::new(config, start);
     let (mut node, report) = Node::open(clock.now(), node_config, &config, rules, storage)
         .map_err(ClusterError::Node)?;
@@ -306,6 +313,19 @@ async fn run(
     }
     let socket = UdpSocket::bind(opts.addr).await.map_err(ClusterError::Io)?;
     let local = socket.local_addr().map_err(ClusterError::Io)?;
+    match &opts.key {
+        // As `lockgrid serve --key`: tokens must name this node's address.
+        Some(key) => m
+            .node
+            .set_security(lockgrid_protocol::ServerSecurity::new(
+                key.clone(),
+                lockgrid_protocol::token::DEFAULT_PROTOCOL_ID,
+                vec![local],
+                unix_secs_at_zero,
+            ))
+            .map_err(ClusterError::Node)?,
+        None => warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect"),
+    }
     info!(addr = %local, tick = m.node.world().tick(), "serving");
     on_ready(local);
 
@@ -388,7 +408,10 @@ async fn run(
                 // while, consume again from the next tick.
                 if kept.is_ok() && m.last_record_at.elapsed() > STALL {
                     m.last_record_at = std::time::Instant::now();
-                    if let Ok(last) = m.log.last_tick_now().await {
+                    if let Ok(Ok(last)) =
+                        tokio::time::timeout(Duration::from_millis(500), m.log.last_tick_now())
+                            .await
+                    {
                         if last > m.node.world().tick() {
                             warn!(
                                 tick = m.node.world().tick(),

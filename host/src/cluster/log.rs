@@ -364,26 +364,22 @@ impl ClusterLog {
 
     /// Tries to take the lease (free or expired): its revision when taken.
     pub async fn take_lease(&self, holder: &str) -> Option<u64> {
-        self.lease
-            .create("leader", Bytes::from(holder.to_owned()))
-            .await
-            .ok()
+        let create = self.lease.create("leader", Bytes::from(holder.to_owned()));
+        tokio::time::timeout(LEASE_CALL, create).await.ok()?.ok()
     }
 
     /// Renews a held lease: the new revision, or `None` when it was lost.
     pub async fn renew_lease(&self, holder: &str, revision: u64) -> Option<u64> {
-        self.lease
-            .update("leader", Bytes::from(holder.to_owned()), revision)
-            .await
-            .ok()
+        let update = self
+            .lease
+            .update("leader", Bytes::from(holder.to_owned()), revision);
+        tokio::time::timeout(LEASE_CALL, update).await.ok()?.ok()
     }
 
     /// Gives a held lease up (at a clean stop), so another node takes over at once.
     pub async fn release_lease(&self, revision: u64) {
-        let _ = self
-            .lease
-            .delete_expect_revision("leader", Some(revision))
-            .await;
+        let delete = self.lease.delete_expect_revision("leader", Some(revision));
+        let _ = tokio::time::timeout(LEASE_CALL, delete).await;
     }
 
     /// Who holds the lease now, as its holder wrote it.
@@ -464,6 +460,10 @@ impl ClusterLog {
         Ok(out)
     }
 }
+
+/// Longest a lease call may take: the node's loop waits for it, and an
+/// answer later than the lease's own time is worthless anyway.
+const LEASE_CALL: Duration = Duration::from_millis(500);
 
 /// How long a read is retried: a NATS cluster that lost a server answers
 /// nothing for a few seconds while its groups elect new leaders.
