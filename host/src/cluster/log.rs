@@ -162,41 +162,48 @@ impl ClusterLog {
                 Err(e) => return Err(ClusterError::nats("create the stream", e)),
             };
             let replicas = stream.cached_info().config.num_replicas.max(1);
-            let meta = get_or_create_kv(
-                &js,
-                kv::Config {
-                    bucket: names.meta.clone(),
-                    history: 1,
-                    storage: stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                },
-            )
-            .await?;
-            let lease = get_or_create_kv(
-                &js,
-                kv::Config {
-                    bucket: names.lease.clone(),
-                    history: 1,
-                    max_age: lease_time,
-                    storage: stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                },
-            )
-            .await?;
-            let snapshots = match js.get_object_store(&names.snapshots).await {
-                Ok(s) => s,
-                Err(_) => js
-                    .create_object_store(object_store::Config {
-                        bucket: names.snapshots.clone(),
+            let meta = retry_cluster(|| {
+                get_or_create_kv(
+                    &js,
+                    kv::Config {
+                        bucket: names.meta.clone(),
+                        history: 1,
                         storage: stream::StorageType::File,
                         num_replicas: replicas,
                         ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| ClusterError::nats("create the snapshot store", e))?,
-            };
+                    },
+                )
+            })
+            .await?;
+            let lease = retry_cluster(|| {
+                get_or_create_kv(
+                    &js,
+                    kv::Config {
+                        bucket: names.lease.clone(),
+                        history: 1,
+                        max_age: lease_time,
+                        storage: stream::StorageType::File,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    },
+                )
+            })
+            .await?;
+            let snapshots = retry_cluster(|| async {
+                match js.get_object_store(&names.snapshots).await {
+                    Ok(s) => Ok(s),
+                    Err(_) => js
+                        .create_object_store(object_store::Config {
+                            bucket: names.snapshots.clone(),
+                            storage: stream::StorageType::File,
+                            num_replicas: replicas,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|e| ClusterError::nats("create the snapshot store", e)),
+                }
+            })
+            .await?;
             return Ok(ClusterLog {
                 client,
                 js,
@@ -214,16 +221,21 @@ impl ClusterLog {
     /// the world is new (the first node to store it wins).
     pub async fn world_config(&self, proposed: &Config) -> Result<(Config, bool), ClusterError> {
         let header = Bytes::copy_from_slice(&encode_header(proposed));
-        let created = self.meta.create("config", header).await.is_ok();
-        let stored = self
-            .meta
-            .get("config")
-            .await
-            .map_err(|e| ClusterError::nats("read the world config", e))?
-            .ok_or_else(|| ClusterError::Corrupt {
-                seq: 0,
-                what: "the world's config key is missing".into(),
-            })?;
+        // Create, else read: a create that failed for want of an answer is
+        // tried again until one of the two works.
+        let created = std::cell::Cell::new(false);
+        let stored = retry(|| async {
+            if self.meta.create("config", header.clone()).await.is_ok() {
+                created.set(true);
+            }
+            match self.meta.get("config").await {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => Err("the world's config key is missing".to_owned()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await
+        .map_err(|e| ClusterError::nats("read the world config", e))?;
         let bytes: &[u8; HEADER_LEN] =
             stored
                 .as_ref()
@@ -236,15 +248,13 @@ impl ClusterLog {
             seq: 0,
             what: format!("the world's config does not decode ({f:?})"),
         })?;
-        Ok((config, created))
+        Ok((config, created.get()))
     }
 
     /// A slot number no other node of this world has had (1, 2, 3, …).
     pub async fn claim_slot(&self) -> Result<u32, ClusterError> {
         for _ in 0..100 {
-            let entry = self
-                .meta
-                .entry("slots")
+            let entry = retry(|| self.meta.entry("slots"))
                 .await
                 .map_err(|e| ClusterError::nats("read the node slots", e))?;
             let (last, revision) = match entry {
@@ -487,6 +497,15 @@ where
             Err(e) => return Err(e),
         }
     }
+}
+
+/// [`retry`] for calls that already say what failed.
+async fn retry_cluster<T, F, Fut>(op: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    retry(op).await
 }
 
 fn snapshot_name(tick: u64) -> String {
