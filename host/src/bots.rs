@@ -61,6 +61,11 @@ pub struct BotsOptions {
     pub server_silence: Duration,
     /// The server's key: each client gets a connect token minted with it.
     pub key: Option<lockgrid_protocol::PrivateKey>,
+    /// More servers (nodes of one cluster): clients are spread over
+    /// `server` and these, and a client whose server is silent for
+    /// `server_silence` or closes it connects to the next one, as a new
+    /// entity. Verification against a data folder needs one server.
+    pub more_servers: Vec<SocketAddr>,
 }
 
 impl Default for BotsOptions {
@@ -76,6 +81,7 @@ impl Default for BotsOptions {
             settle: Duration::from_secs(1),
             server_silence: Duration::from_secs(5),
             key: None,
+            more_servers: Vec::new(),
         }
     }
 }
@@ -164,6 +170,11 @@ pub fn run_bots(
 ) -> Result<BotsReport, BotsError> {
     if opts.clients == 0 {
         return Err(BotsError::Options("--clients must be positive".into()));
+    }
+    if opts.data_dir.is_some() && !opts.more_servers.is_empty() {
+        return Err(BotsError::Options(
+            "several servers cannot be checked against one data folder: pass --no-verify (and check a cluster with `lockgrid replay nats://HOST:PORT/NAME --verify`)".into(),
+        ));
     }
     if let Some(dir) = &opts.data_dir {
         if !journal_path(dir).exists() {

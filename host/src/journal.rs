@@ -22,7 +22,7 @@
 //! ```
 
 mod error;
-mod format;
+pub(crate) mod format;
 mod reader;
 mod tail;
 mod writer;

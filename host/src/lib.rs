@@ -34,6 +34,7 @@
 
 pub mod bots;
 pub mod cell_stream;
+pub mod cluster;
 pub mod decimal;
 pub mod journal;
 pub mod jsonl;

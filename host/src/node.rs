@@ -60,6 +60,7 @@
 
 mod file_storage;
 mod flood;
+mod lockstep;
 mod mem_storage;
 mod restore;
 mod rules;

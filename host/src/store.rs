@@ -25,8 +25,9 @@ pub use leftovers::remove_leftover_temp_files;
 pub(crate) use restore::judge;
 pub use restore::{restore_newest, restore_newest_in, PassedOver, PassedOverReason, Restored};
 pub use snapshot_file::{
-    list_snapshots, read_snapshot, snapshot_file_name, write_snapshot, SnapshotError, WriteStep,
-    SNAPSHOT_HEADER_LEN, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
+    decode_snapshot, encode_snapshot, list_snapshots, read_snapshot, snapshot_file_name,
+    write_snapshot, SnapshotError, WriteStep, SNAPSHOT_HEADER_LEN, SNAPSHOT_MAGIC,
+    SNAPSHOT_VERSION,
 };
 
 /// The journal's file name inside a data folder.

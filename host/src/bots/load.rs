@@ -57,6 +57,9 @@ struct Bot {
     last_input: u64,
     ended: Option<DisconnectReason>,
     closing: bool,
+    /// Which of the servers it talks to, and when it last heard from it.
+    server: usize,
+    heard: Instant,
 }
 
 impl Bot {
@@ -164,20 +167,20 @@ pub(super) fn generate_load(
     };
     let mut bots = Vec::with_capacity(opts.clients);
     let now = clock();
-    for i in 0..opts.clients {
+    let servers: Vec<SocketAddr> = std::iter::once(opts.server)
+        .chain(opts.more_servers.iter().copied())
+        .collect();
+    let open = |i: usize, server: SocketAddr, now: Instant| {
         let socket = UdpSocket::bind(bind).map_err(BotsError::Socket)?;
         socket.set_nonblocking(true).map_err(BotsError::Socket)?;
         // With the server's key, each client carries a token naming its own
         // entity; without one, the server picks the entity.
         let client = match &opts.key {
             Some(key) => {
-                let token = crate::token::mint_for(
-                    key,
-                    opts.server,
-                    crate::token::bot_client_id(opts.seed, i),
-                )
-                .map_err(BotsError::Options)?;
-                Client::with_token(ClientConfig::default(), opts.server, &token, now)
+                let token =
+                    crate::token::mint_for(key, server, crate::token::bot_client_id(opts.seed, i))
+                        .map_err(BotsError::Options)?;
+                Client::with_token(ClientConfig::default(), server, &token, now)
             }
             None => {
                 // A fresh nonce per run: a bot restarted on a reused port
@@ -186,7 +189,7 @@ pub(super) fn generate_load(
                     .unwrap_or_else(|_| mix(opts.seed ^ i as u64 ^ now.as_micros()));
                 Client::new(
                     ClientConfig::default(),
-                    opts.server,
+                    server,
                     b"lockgrid-bots",
                     nonce,
                     now,
@@ -194,6 +197,10 @@ pub(super) fn generate_load(
             }
         }
         .map_err(|e| BotsError::Options(e.to_string()))?;
+        Ok::<_, BotsError>((socket, client))
+    };
+    for i in 0..opts.clients {
+        let (socket, client) = open(i, servers[i % servers.len()], now)?;
         bots.push(Bot {
             socket,
             client,
@@ -218,6 +225,8 @@ pub(super) fn generate_load(
             last_input: 0,
             ended: None,
             closing: false,
+            server: i % servers.len(),
+            heard: now,
         });
     }
     let mut buf = vec![0u8; MAX_MTU + 1];
@@ -239,6 +248,7 @@ pub(super) fn generate_load(
                     Ok((n, from)) => {
                         busy = true;
                         last_heard = Some(now);
+                        b.heard = now;
                         b.packets_in += 1;
                         b.bytes_in += n as u64;
                         b.client.handle_datagram(now, from, &buf[..n]);
@@ -302,6 +312,28 @@ pub(super) fn generate_load(
                         }
                         b.ended = Some(reason);
                     }
+                }
+            }
+        }
+        if servers.len() > 1 && close_from.is_none() {
+            // A client whose server went silent or closed it starts again on
+            // the next one, as a new entity.
+            for (i, b) in bots.iter_mut().enumerate() {
+                if !b.closing && (b.ended.is_some() || now - b.heard >= opts.server_silence) {
+                    b.server = (b.server + 1) % servers.len();
+                    (b.socket, b.client) = open(i, servers[b.server], now)?;
+                    b.params = None;
+                    b.vel = (0, 0);
+                    b.model.clear();
+                    b.final_view = None;
+                    b.sent.clear();
+                    b.acked = 0;
+                    b.joined = None;
+                    b.last_input = 0;
+                    b.ended = None;
+                    b.heard = now;
+                    b.next_move = now;
+                    report.moved += 1;
                 }
             }
         }

@@ -54,6 +54,9 @@ pub struct BotsReport {
     pub server: Option<ServeStats>,
     /// The server stopped answering during the run, and the bots stopped.
     pub server_lost: Option<ServerLost>,
+    /// With several servers: times a client moved to another one because
+    /// its own stopped answering or closed it.
+    pub moved: u64,
 }
 
 /// The server went silent for longer than
@@ -157,6 +160,13 @@ impl fmt::Display for BotsReport {
                 b.updates_deferred,
                 b.stale_subjects,
                 b.max_staleness
+            )?;
+        }
+        if self.moved > 0 {
+            writeln!(
+                f,
+                "{:<22} {} times a client moved to another server",
+                "moved", self.moved
             )?;
         }
         if let Some(s) = &self.server {

@@ -21,9 +21,15 @@ pub(crate) struct BotsArgs {
     /// How long the clients walk, in seconds.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     seconds: f64,
-    /// The server's address.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7777")]
-    server: SocketAddr,
+    /// The server's address; several, comma-separated, for the nodes of a cluster
+    /// (clients are spread over them and move on when theirs stops answering).
+    #[arg(
+        long,
+        value_name = "ADDR[,ADDR…]",
+        default_value = "127.0.0.1:7777",
+        value_delimiter = ','
+    )]
+    server: Vec<SocketAddr>,
     /// Seed of the random walks.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -54,8 +60,12 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
             args.max_speed
         )));
     }
+    let Some((&server, more_servers)) = args.server.split_first() else {
+        return Err(Failure::new("--server needs an address"));
+    };
     let opts = BotsOptions {
-        server: args.server,
+        server,
+        more_servers: more_servers.to_vec(),
         clients: args.clients,
         duration,
         seed: args.seed,

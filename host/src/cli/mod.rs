@@ -1,6 +1,7 @@
 //! Command-line parsing and the shared error/exit handling of `lockgrid`.
 
 mod bots;
+mod cluster;
 mod render;
 mod replay;
 mod run;
@@ -37,7 +38,7 @@ struct Cli {
 enum Commands {
     /// Serve a world over UDP: fixed-timestep ticks, journal and snapshots in a data folder.
     #[command(allow_negative_numbers = true)]
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run protocol clients with random walks against a server and check their views.
     #[command(allow_negative_numbers = true)]
     Bots(bots::BotsArgs),
@@ -77,10 +78,13 @@ enum Commands {
     View(view::ViewArgs),
     /// Re-run a data folder's journal: verify digests, print events, or export a scenario.
     #[command(allow_negative_numbers = true)]
-    #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario"])))]
+    #[command(group(ArgGroup::new("mode").required(true).args(["verify", "events", "export_scenario", "export"])))]
     Replay {
-        /// The data folder (holding journal.lgj and snapshots/).
+        /// The data folder (holding journal.lgj and snapshots/), or a cluster's world: nats://HOST:PORT[,nats://…]/NAME.
         data_dir: PathBuf,
+        /// With a nats:// world: write its stream and snapshots into this new data folder.
+        #[arg(long, value_name = "DIR")]
+        export: Option<PathBuf>,
         /// Compare every tick's digest (and every snapshot) with a re-run; report the first divergence.
         #[arg(long)]
         verify: bool,
@@ -136,7 +140,7 @@ pub(crate) fn init_logging() {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Commands::Serve(args) => serve::run(args),
+        Commands::Serve(args) => serve::run(*args),
         Commands::Bots(args) => bots::run(args),
         Commands::Token(args) => token::run(args),
         Commands::Run {
@@ -163,6 +167,7 @@ pub(crate) fn main() -> ExitCode {
         Commands::View(args) => view::run(args),
         Commands::Replay {
             data_dir,
+            export,
             verify,
             events,
             export_scenario,
@@ -171,7 +176,14 @@ pub(crate) fn main() -> ExitCode {
             observer,
         } => {
             let range = TickRange { from, to };
-            if verify {
+            let stream = match cluster::replay_source(&data_dir, export.as_deref()) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let data_dir = stream.as_ref().map_or(data_dir, |s| s.dir().to_owned());
+            if export.is_some() {
+                Ok(())
+            } else if verify {
                 replay::verify(&data_dir, range)
             } else if events {
                 replay::events(&data_dir, range, EventFilter { observer })
@@ -187,9 +199,11 @@ pub(crate) fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(message)) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(e),
     }
+}
+
+fn fail(Failure(message): Failure) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
 }

@@ -72,6 +72,12 @@ pub(crate) struct ServeArgs {
     /// clients with a connect token connect, and packets are sealed.
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
+    /// Join a cluster: NATS server URLs, comma-separated (nats://127.0.0.1:4222,nats://…); see docs/cluster.md.
+    #[arg(long, value_name = "URLS", requires = "world")]
+    cluster: Option<String>,
+    /// With --cluster: the world's name (its stream and buckets on NATS).
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    world: Option<String>,
     /// TOML file with a `[world]` table (the scenario `config` keys) and a
     /// `[server]` table (these flags' names with underscores).
     #[arg(long, value_name = "FILE")]
@@ -375,7 +381,16 @@ fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failur
 
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     super::init_logging();
+    let cluster = args.cluster.clone().zip(args.world.clone());
     let (opts, metrics_addr) = options(args)?;
+    if let Some((urls, world)) = cluster {
+        if metrics_addr.is_some() {
+            return Err(Failure::new(
+                "--metrics is not served by a cluster node yet; leave it out with --cluster",
+            ));
+        }
+        return super::cluster::serve(opts, &urls, &world);
+    }
     let endpoint = match metrics_addr {
         Some(addr) => Some(
             MetricsEndpoint::start(addr, opts.metrics.clone())

@@ -96,19 +96,7 @@ pub fn snapshot_file_name(tick: u64) -> String {
 /// any failure the temporary file is removed, so a full disk leaves nothing
 /// behind, and the error says which step failed.
 pub fn write_snapshot(dir: &Path, snapshot: &Snapshot) -> Result<PathBuf, SnapshotError> {
-    let payload = postcard::to_stdvec(snapshot).map_err(SnapshotError::Decode)?;
-    let mut bytes = Vec::with_capacity(SNAPSHOT_HEADER_LEN + payload.len());
-    bytes.extend_from_slice(&SNAPSHOT_MAGIC);
-    bytes.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&0u32.to_le_bytes());
-    bytes.extend_from_slice(&snapshot.tick.to_le_bytes());
-    bytes.extend_from_slice(&snapshot.digest.to_le_bytes());
-    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&bytes);
-    crc.update(&payload);
-    bytes.extend_from_slice(&crc.finalize().to_le_bytes());
-    bytes.extend_from_slice(&payload);
+    let bytes = encode_snapshot(snapshot)?;
 
     let name = snapshot_file_name(snapshot.tick);
     let path = dir.join(&name);
@@ -130,6 +118,25 @@ pub fn write_snapshot(dir: &Path, snapshot: &Snapshot) -> Result<PathBuf, Snapsh
     }
     sync_parent(&path).map_err(step(WriteStep::SyncFolder))?;
     Ok(path)
+}
+
+/// A snapshot file's bytes (header, CRC, payload), as [`write_snapshot`]
+/// writes them and [`decode_snapshot`] reads them.
+pub fn encode_snapshot(snapshot: &Snapshot) -> Result<Vec<u8>, SnapshotError> {
+    let payload = postcard::to_stdvec(snapshot).map_err(SnapshotError::Decode)?;
+    let mut bytes = Vec::with_capacity(SNAPSHOT_HEADER_LEN + payload.len());
+    bytes.extend_from_slice(&SNAPSHOT_MAGIC);
+    bytes.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&snapshot.tick.to_le_bytes());
+    bytes.extend_from_slice(&snapshot.digest.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&bytes);
+    crc.update(&payload);
+    bytes.extend_from_slice(&crc.finalize().to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    Ok(bytes)
 }
 
 /// The step of [`write_snapshot`] that failed.
@@ -166,7 +173,11 @@ impl fmt::Display for WriteStep {
 
 /// Reads and checks a snapshot file (not yet restored into a world).
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, SnapshotError> {
-    let bytes = fs::read(path)?;
+    decode_snapshot(&fs::read(path)?)
+}
+
+/// Checks and decodes a snapshot file's bytes (not yet restored into a world).
+pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
     let header = bytes
         .get(..SNAPSHOT_HEADER_LEN)
         .ok_or(SnapshotError::Truncated)?;

@@ -1,0 +1,179 @@
+//! Three NATS servers in a JetStream cluster, three `lockgrid serve
+//! --cluster` nodes, walking clients spread over them; the leading node is
+//! killed with SIGKILL once, and one NATS server once. At the end: another
+//! node took over and appended; every surviving node computed the same
+//! digest as the stream for every tick it applied; `replay nats://… --verify`
+//! passes; no move a client saw acknowledged is missing from the stream;
+//! every client's final view is the kernel's view of its entity re-derived
+//! from the stream.
+
+mod cluster_common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant as StdInstant};
+
+use cluster_common::*;
+use lockgrid_host::journal::JournalReader;
+use lockgrid_kernel::{Command, World};
+
+#[test]
+fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
+    let Some(nats) = nats_server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut servers = start_nats(&nats, &tmp.path().join("nats"), 3);
+    let urls: Vec<String> = servers.iter().map(NatsServer::url).collect();
+    let world = "failover";
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        // Each node lists the servers from another one first.
+        let mut mine = urls.clone();
+        mine.rotate_left(i);
+        let node = start_node(
+            &mine.join(","),
+            world,
+            &tmp.path().join(format!("node{i}")),
+            &["--npcs", "5", "--snapshot-every", "100"],
+        );
+        nodes.push(node);
+    }
+    let addrs: Vec<_> = nodes.iter().map(|n| n.addr).collect();
+    let epoch = StdInstant::now();
+    let mut walkers: Vec<Walker> = (0..12)
+        .map(|i| Walker::new(addrs.clone(), i % 3, epoch))
+        .collect();
+
+    let mut killed_node: Option<(usize, StdInstant)> = None;
+    let mut killed_nats = false;
+    run_walkers(
+        &mut walkers,
+        Duration::from_secs(14),
+        Duration::from_secs(3),
+        |elapsed| {
+            if killed_node.is_none() && elapsed >= Duration::from_secs(4) {
+                if let Some(i) = nodes.iter().position(LgNode::leading) {
+                    nodes[i].kill();
+                    killed_node = Some((i, StdInstant::now()));
+                }
+            }
+            if !killed_nats && elapsed >= Duration::from_secs(9) {
+                // Not the first server: the one the fewest nodes list first.
+                servers[2].kill();
+                killed_nats = true;
+            }
+        },
+    );
+    let (dead, killed_at) = killed_node.expect("a node led before the kill");
+    let gap = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != dead)
+        .filter_map(|(_, n)| n.led_since(killed_at))
+        .min()
+        .map(|t| t - killed_at)
+        .expect("another node took over and appended after the leader's kill");
+    eprintln!(
+        "failover: a new leader appended {:.0} ms after the kill",
+        gap.as_secs_f64() * 1e3
+    );
+    let sessions: Vec<Session> = walkers.into_iter().flat_map(Walker::finish).collect();
+
+    // Stop the survivors (by pid) so that their digest files and the
+    // stream end together.
+    for node in &mut nodes {
+        node.kill();
+    }
+
+    // The stream, exported through the surviving NATS servers.
+    let live_urls = format!("{},{}", urls[0], urls[1]);
+    let address = format!("{live_urls}/{world}");
+    let address = format!("nats://{}", address.trim_start_matches("nats://"));
+    let (ok, out, err) = lockgrid(&["replay", &address, "--verify"]);
+    assert!(ok, "replay --verify of the stream fails: {out}{err}");
+    let export = tmp.path().join("export");
+    let (ok, out, err) = lockgrid(&["replay", &address, "--export", export.to_str().unwrap()]);
+    assert!(ok, "export fails: {out}{err}");
+    let mut reader = JournalReader::open(&export.join("journal.lgj")).expect("exported journal");
+    let config = *reader.config();
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().expect("exported journal reads") {
+        records.push(r);
+    }
+    let last = records.len() as u64;
+    assert!(last > 200, "only {last} ticks in ~20 s");
+
+    // Every node computed the stream's digest for every tick it applied,
+    // and the survivors applied (nearly) all of it.
+    let stream: Vec<String> = records
+        .iter()
+        .map(|r| format!("{:016x}", r.digest))
+        .collect();
+    for (i, node) in nodes.iter().enumerate() {
+        let digests = node.digests();
+        for (tick, d) in &digests {
+            let want = &stream[(*tick - 1) as usize];
+            assert_eq!(d, want, "node {i} tick {tick}: digest {d}, stream {want}");
+        }
+        if i != dead {
+            let top = digests.keys().max().copied().unwrap_or(0);
+            assert!(
+                top + 40 >= last,
+                "survivor {i} applied only up to tick {top} of {last}"
+            );
+        }
+    }
+
+    // No acknowledged move is missing from the stream.
+    let moves: BTreeSet<(u64, i64, i64)> = records
+        .iter()
+        .flat_map(|r| r.commands.iter())
+        .filter_map(|c| match c {
+            Command::Move(m) => Some((m.id, m.pos.x.to_bits(), m.pos.y.to_bits())),
+            _ => None,
+        })
+        .collect();
+    let mut acked = 0;
+    let mut missing = Vec::new();
+    for s in &sessions {
+        for (k, m) in s.acked.iter().enumerate() {
+            if !moves.contains(&(m.id, m.pos.x.to_bits(), m.pos.y.to_bits())) {
+                missing.push((s.entity, s.node, k, s.acked.len()));
+            }
+            acked += 1;
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {acked} acknowledged moves are not in the stream (entity, node, index, of; the first 10): {:?}; the killed node was {dead}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(acked > 300, "only {acked} acknowledged moves");
+    let moved = sessions
+        .iter()
+        .filter(|s| s.node != dead && s.final_view.is_some())
+        .count();
+    assert_eq!(moved, 12, "every client ends connected to a surviving node");
+
+    // Each client's final view is its entity's view in the kernel at the
+    // tick it last applied, re-derived from the stream.
+    let mut world = World::new(config).unwrap();
+    let mut events = Vec::new();
+    let mut checked = 0;
+    for r in &records {
+        events.clear();
+        world.step(&r.commands, &mut events);
+        for s in &sessions {
+            if let Some((tick, view)) = &s.final_view {
+                if *tick == r.tick {
+                    let mut want: Vec<u64> = world.view(s.entity).into_iter().flatten().collect();
+                    let mut got = view.clone();
+                    want.sort_unstable();
+                    got.sort_unstable();
+                    assert_eq!(got, want, "entity {} view at tick {tick}", s.entity);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 12, "every final view was compared");
+}
