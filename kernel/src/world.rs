@@ -675,8 +675,11 @@ impl World {
         let freed = self.released.len();
         self.free_slots.append(&mut self.released);
         self.free_slots.rotate_right(freed);
-        if churned {
-            self.renumber_if_shuffled();
+        // Renumbering (`world/renumber.rs`), lent everything kept by slot
+        // or by view.
+        if churned && renumber::renumbering_due(&mut self.slots, self.count, self.top) {
+            self.hit(Path::Renumbered);
+            self.renumber_slots();
         }
         self.tick = t;
         self.digest = self.compute_digest();
