@@ -12,7 +12,7 @@
 //! margin that runs out still rebuild the view, which sets a new margin.
 
 use super::incremental::{col_row, PairScene, Place, Subject};
-use super::ViewRefresh;
+use super::World;
 use crate::command::EntityId;
 use crate::config::Visibility;
 use crate::coverage::Path;
@@ -24,7 +24,7 @@ use crate::scan::Reach;
 use crate::slot_table::Watcher;
 use crate::subject_pairs::{unpack, PairKind};
 
-impl ViewRefresh<'_> {
+impl World {
     /// After `view` was rebuilt: keeps a margin if its crowd was `ranked`
     /// and culled and ticks are calm, else drops any it had.
     pub(super) fn keep_margin(&mut self, view: u32, reach: &Reach, ranked: bool) {
@@ -56,7 +56,7 @@ impl ViewRefresh<'_> {
         let id_of = |s: u32| ids.id(s);
         let mut hi = self
             .ranked
-            .places(reach.near, places, id_of, self.margin_keys);
+            .places(reach.near, places, id_of, &mut self.margin_keys);
         // In radius mode a margin holds nothing beyond the enter distance,
         // so hysteresis never decides who is in it.
         if let Some((enter2, _)) = reach.radius {

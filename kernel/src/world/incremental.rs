@@ -19,7 +19,7 @@
 
 use alloc::vec::Vec;
 
-use super::{ViewChange, ViewRefresh};
+use super::{ViewChange, World};
 use crate::cell_sorted::CellSorted;
 use crate::command::EntityId;
 use crate::config::{Config, Visibility};
@@ -72,6 +72,18 @@ pub(super) fn col_row(visibility: Visibility, grid: &Grid, w: &Watcher) -> (u32,
     match visibility {
         Visibility::Grid => grid.xy(w.cell),
         Visibility::Radius => (0, 0),
+    }
+}
+
+impl World {
+    /// The place of a subject at `pos`; `None` outside the world.
+    pub(super) fn place_of(&self, pos: Pos) -> Option<Place> {
+        Some(place(&self.grid, self.cell_index(pos)?, pos))
+    }
+
+    /// See [`col_row`].
+    pub(super) fn col_row(&self, w: &Watcher) -> (u32, u32) {
+        col_row(self.config.visibility, &self.grid, w)
     }
 }
 
@@ -445,7 +457,7 @@ impl PairScene<'_> {
     }
 }
 
-impl ViewRefresh<'_> {
+impl World {
     /// Applies an observer's pairs to its view and emits their events in
     /// contract order. Returns the event count.
     pub(super) fn update_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
@@ -497,12 +509,12 @@ impl ViewRefresh<'_> {
         self.group.sort_unstable();
         let pairs = PairHasher::new(observer);
 
-        for &(kind, subject, s) in self.group.iter() {
+        for &(kind, subject, s) in &self.group {
             match kind {
-                PairKind::Leave => send_leave(sink, self.sums, &pairs, subject),
+                PairKind::Leave => send_leave(sink, &mut self.sums, &pairs, subject),
                 PairKind::Enter => {
                     let shown = &self.slots.shown[s as usize];
-                    send_enter(sink, self.sums, &pairs, subject, shown);
+                    send_enter(sink, &mut self.sums, &pairs, subject, shown);
                 }
                 // Resolved pairs are Leaves, Enters and Updates only.
                 _ => sink.event(self.update(observer, subject, s)),
