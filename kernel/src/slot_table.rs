@@ -437,7 +437,7 @@ impl SlotTable {
     /// even if a despawn emptied it again: then pairs naming the slot
     /// would name the newcomer.
     pub(crate) fn taken_over(&self, gone: &Gone) -> bool {
-        self.born[gone.slot as usize] != UNBORN || self.ids.id(gone.slot) != gone.id
+        taken_over(&self.born, &self.ids, gone)
     }
 
     /// The slots live entities hold, ascending, read off the compact
@@ -448,6 +448,13 @@ impl SlotTable {
             .filter(|&(_, &b)| b != UNBORN)
             .map(|(slot, _)| slot)
     }
+}
+
+/// [`SlotTable::taken_over`], from the two arrays it reads, for stages
+/// that borrow them apart.
+#[inline]
+pub(crate) fn taken_over(born: &[u64], ids: &SlotIds, gone: &Gone) -> bool {
+    born[gone.slot as usize] != UNBORN || ids.id(gone.slot) != gone.id
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ mod culled;
 mod incremental;
 mod query;
 mod renumber;
-use incremental::Subject;
+use incremental::{Changed, Dues, PairMarks, PairScene};
 pub use query::BufferTooSmall;
 
 /// The public state of one entity.
@@ -133,6 +133,32 @@ const PAIRS_PER_ENTITY: u32 = 16;
 /// around it is rebuilt instead.
 fn spare_slots(max_entities: u32) -> u32 {
     (max_entities / 8).min(MAX_ENTITIES.saturating_sub(max_entities))
+}
+
+/// How the subject `e`, spawned in tick `born` and last tick in cell
+/// `prev_cell`, may change views in tick `t`; `None` when it is not
+/// alive. With `cells_only`, a move inside its cell is not a relocation.
+#[inline(always)]
+fn view_change(
+    e: &Entity,
+    born: u64,
+    prev_cell: u32,
+    throttle: &Throttle,
+    t: u64,
+    cells_only: bool,
+) -> Option<ViewChange> {
+    if !e.alive {
+        return None;
+    }
+    let fresh = born == t;
+    let moved = fresh || e.cur != e.prev;
+    let crossed = fresh || prev_cell != e.cell;
+    Some(ViewChange {
+        fresh,
+        moved,
+        relocated: moved && (!cells_only || crossed),
+        due: throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t),
+    })
 }
 
 /// The path that refreshes one observer's view in a tick, chosen by
@@ -526,20 +552,47 @@ impl World {
             self.hit(Path::UpdatesWalked);
         }
         self.copy_observers();
+        // Pairing (`world/incremental.rs`): what it reads, what it marks,
+        // what deciding dues writes.
+        let scene = PairScene {
+            config: &self.config,
+            grid: &self.grid,
+            watchers: &self.slots.watchers,
+            sights: &self.slots.sights,
+            born: &self.slots.born,
+            ids: &self.slots.ids,
+            views: &self.views,
+            margins: &self.margins,
+            max_ring: self.max_ring,
+            pair_source: self.plan.pair_source,
+            updates: self.plan.updates,
+            observer_cells: &self.observer_cells,
+            observer_squares: self.observer_squares.as_ref(),
+        };
+        let mut marks = PairMarks {
+            affected_at: &mut self.stamps.affected,
+            rebuild_at: &mut self.stamps.rebuild,
+            affected: &mut self.affected,
+            marked: &mut self.marked,
+            pairs: &mut self.pairs,
+            around: &mut self.around,
+            #[cfg(any(debug_assertions, feature = "path-coverage"))]
+            paths: &mut self.paths,
+        };
+        let dues = Dues {
+            entities: &mut self.slots.entities,
+            prev_cells: &self.slots.prev_cells,
+            throttle: &self.throttle,
+            due: &mut self.due,
+            any_due: &mut self.any_due,
+        };
+        let changed = Changed {
+            touched: &self.touched,
+            changes: border.is_some().then_some(&self.changes[..]),
+            gone: &self.gone,
+        };
         let mark = pairing != Pairing::RebuildAll;
-        if mark {
-            for k in 0..self.gone.len() {
-                self.pair_gone(self.gone[k], t);
-            }
-        }
-        for k in 0..self.touched.len() {
-            let slot = self.touched[k];
-            let change = match border.is_some() {
-                true => self.changes[k],
-                false => self.view_change(slot, t, false),
-            };
-            self.evaluate_subject(slot, change, t, mark);
-        }
+        incremental::pair_changes(&scene, &mut marks, dues, &changed, mark, t);
 
         // Step 2: how the affected observers get their views.
         let (refresh, rebuild_source, view_write, rebuilds) = plan::plan_refresh(
@@ -622,8 +675,11 @@ impl World {
         let freed = self.released.len();
         self.free_slots.append(&mut self.released);
         self.free_slots.rotate_right(freed);
-        if churned {
-            self.renumber_if_shuffled();
+        // Renumbering (`world/renumber.rs`), lent everything kept by slot
+        // or by view.
+        if churned && renumber::renumbering_due(&mut self.slots, self.count, self.top) {
+            self.hit(Path::Renumbered);
+            self.renumber_slots();
         }
         self.tick = t;
         self.digest = self.compute_digest();
@@ -1160,129 +1216,17 @@ impl World {
         Some(events)
     }
 
-    /// Decides whether a changed or pending subject is due, and pairs it
-    /// with every observer whose view it enters, leaves or updates in;
-    /// `change` is its [`World::view_change`].
-    fn evaluate_subject(&mut self, slot: u32, change: Option<ViewChange>, t: u64, mark: bool) {
-        let Some(change) = change else {
-            return;
-        };
-        if change.due {
-            let e = &mut self.slots.entities[slot as usize];
-            e.sent = Some(Sent {
-                motion: e.cur,
-                tick: t,
-            });
-            self.due.set(slot);
-            // One spawned this tick is in no view yet: it enters, it is
-            // never updated, so it gives a rebuild's walk nothing to find.
-            self.any_due |= !change.fresh;
-        }
-        // While views are walked for updates, only relocation needs pairing.
-        let paired_due = change.due && self.plan.updates == Updates::Paired;
-        if mark && (change.relocated || paired_due) {
-            let e = &self.slots.entities[slot as usize];
-            let before = match change.fresh {
-                true => None,
-                false => Some(self.place(self.slots.prev_cells[slot as usize], e.prev.pos)),
-            };
-            let subject = Subject {
-                slot,
-                id: e.id,
-                layers: e.layers,
-                now: self.place(e.cell, e.cur.pos),
-                before,
-                moved: change.moved,
-                due: paired_due,
-                gone: false,
-            };
-            self.pair_subject(&subject, t);
-        }
-        if mark && change.relocated && self.slots.entities[slot as usize].is_observer() {
-            self.mark_rebuild(slot, t);
-        }
-    }
-
     /// How a touched subject may change views this tick; `None` when it
     /// is not alive. With `cells_only`, a move inside its cell is not a
     /// relocation.
     fn view_change(&self, slot: u32, t: u64, cells_only: bool) -> Option<ViewChange> {
-        let e = &self.slots.entities[slot as usize];
-        if !e.alive {
-            return None;
-        }
-        let fresh = self.slots.born[slot as usize] == t;
-        let moved = fresh || e.cur != e.prev;
-        let crossed = fresh || self.slots.prev_cells[slot as usize] != e.cell;
-        Some(ViewChange {
-            fresh,
-            moved,
-            relocated: moved && (!cells_only || crossed),
-            due: self.throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t),
-        })
-    }
-
-    /// Takes a despawned subject out of the views around where it stood:
-    /// by pairing while its slot is vacant, else (a spawn took the slot
-    /// over) by rebuilding every observer around (see [`spare_slots`]).
-    /// A slot a spawn took over and a despawn emptied again in the same
-    /// tick counts as taken over: pairs name subjects by slot, and the
-    /// slot's id is now the newcomer's.
-    fn pair_gone(&mut self, gone: Gone, t: u64) {
-        let before = self.place(gone.cell, gone.pos);
-        if self.taken_over(&gone) {
-            self.hit(Path::GoneTakenOver);
-            self.rebuild_observers_around(before.cell, t);
-            return;
-        }
-        self.hit(Path::GonePaired);
-        let subject = Subject {
-            slot: gone.slot,
-            id: gone.id,
-            layers: gone.layers,
-            now: before,
-            before: Some(before),
-            moved: true,
-            due: false,
-            gone: true,
-        };
-        self.pair_subject(&subject, t);
-    }
-
-    /// Whether a spawn took the despawned subject's slot in this tick,
-    /// even if a despawn emptied it again: then pairs naming the slot
-    /// would name the newcomer.
-    fn taken_over(&self, gone: &Gone) -> bool {
-        self.slots.taken_over(gone)
-    }
-
-    /// Marks every observer whose ring covers `cell` for a rebuild.
-    fn rebuild_observers_around(&mut self, cell: u32, t: u64) {
-        self.around.clear();
-        let cells = self.grid.ring(cell, self.max_ring).cells();
-        self.grid.observers_in(cells, &mut self.around);
-        for k in 0..self.around.len() {
-            let o = self.around[k];
-            let e = &self.slots.entities[o as usize];
-            if self.grid.cell_distance(e.cell, cell) <= self.slots.sights[o as usize].ring {
-                self.mark_rebuild(o, t);
-            }
-        }
-    }
-
-    fn mark_affected(&mut self, slot: u32, t: u64) {
-        if self.stamps.affected[slot as usize] != t {
-            self.stamps.affected[slot as usize] = t;
-            self.affected.push((self.slots.ids.id(slot), slot));
-        }
-    }
-
-    fn mark_rebuild(&mut self, slot: u32, t: u64) {
-        self.mark_affected(slot, t);
-        if self.stamps.rebuild[slot as usize] != t {
-            self.stamps.rebuild[slot as usize] = t;
-            self.marked += 1;
-        }
+        let s = slot as usize;
+        let (e, born, prev_cell) = (
+            &self.slots.entities[s],
+            self.slots.born[s],
+            self.slots.prev_cells[s],
+        );
+        view_change(e, born, prev_cell, &self.throttle, t, cells_only)
     }
 
     /// Recomputes one observer's view from its ring of cells and emits the

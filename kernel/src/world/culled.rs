@@ -11,7 +11,7 @@
 //! kept afterwards. The observer itself moving, a despawn near it, or a
 //! margin that runs out still rebuild the view, which sets a new margin.
 
-use super::incremental::{Place, Subject};
+use super::incremental::{col_row, PairScene, Place, Subject};
 use super::World;
 use crate::command::EntityId;
 use crate::config::Visibility;
@@ -81,72 +81,12 @@ impl World {
         }
     }
 
-    /// The pair a subject makes with observer `w`, whose culled view has a
-    /// margin: an Update where it stays kept below the margin, nothing
-    /// where it stays beyond it, else one for the margin to settle.
-    pub(super) fn culled_kind(&self, w: &Watcher, subject: &Subject) -> Option<PairKind> {
-        let o_col_row = self.col_row(w);
-        let key = |at| self.culled_key(w, o_col_row, subject.layers, subject.id, at);
-        let region = |at| self.region(w, key(at));
-        let now = region(subject.now);
-        let was = match subject.moved {
-            true => subject.before.map_or(Region::Beyond, region),
-            false => now,
-        };
-        match (was, now) {
-            (Region::Core, Region::Core) => subject.due.then_some(PairKind::Update),
-            (Region::Beyond, Region::Beyond) => None,
-            _ => Some(PairKind::Culled),
-        }
-    }
-
-    /// Where `key` falls against `w`'s margin, by its span alone unless
-    /// the `dist²` ties one of its ends.
-    fn region(&self, w: &Watcher, key: Option<Key>) -> Region {
-        let (lo, hi) = w.margin_span();
-        match key {
-            None => Region::Beyond,
-            Some(k) if k.dist2 < lo => Region::Core,
-            Some(k) if k.dist2 > hi => Region::Beyond,
-            Some(k) if k.dist2 != lo && k.dist2 != hi => Region::Margin,
-            // A margin gone from under its span: let the update rank again.
-            k => self
-                .margins
-                .bounds(w.view())
-                .map_or(Region::Margin, |b| b.region(k)),
-        }
-    }
-
-    /// A subject's key in the view of observer `w` from cell and raw
-    /// position `at`, or `None` where it is no candidate or beyond any
-    /// margin. Hysteresis plays no part: margins end at the enter distance.
-    fn culled_key(
-        &self,
-        w: &Watcher,
-        o_col_row: (u32, u32),
-        layers: u32,
-        id: EntityId,
-        at: Place,
-    ) -> Option<Key> {
-        if !rule::interested(w.interest, layers) {
-            return None;
-        }
-        let dist2 = rule::dist2(at.x, at.y, w.x, w.y);
-        // Kept only inside the enter distance: a margin ends there.
-        let seen = match self.config.visibility {
-            Visibility::Grid => rule::grid_zone(o_col_row, at.col_row) == Zone::In,
-            Visibility::Radius => rule::radius_zone(dist2, w.enter2, w.enter2) == Zone::In,
-        };
-        // Too far for a key is beyond any margin.
-        let dist2 = u64::try_from(dist2).ok().filter(|_| seen)?;
-        Some(Key { dist2, id })
-    }
-
     /// The keys a paired subject had at the end of last tick and has now.
     fn culled_keys(&self, w: &Watcher, slot: u32, id: EntityId) -> (Option<Key>, Option<Key>) {
         let e = &self.slots.entities[slot as usize];
         let o_col_row = self.col_row(w);
-        let at = |p| self.culled_key(w, o_col_row, e.layers, id, self.place_of(p)?);
+        let visibility = self.config.visibility;
+        let at = |p| culled_key(visibility, w, o_col_row, e.layers, id, self.place_of(p)?);
         let fresh = self.slots.born[slot as usize] == self.tick + 1;
         let before = if fresh { None } else { at(e.prev.pos) };
         (before, at(e.cur.pos))
@@ -202,4 +142,68 @@ impl World {
         self.sync_margin(slot, view);
         self.apply_group(slot, sink)
     }
+}
+
+impl PairScene<'_> {
+    /// The pair a subject makes with observer `w`, whose culled view has a
+    /// margin: an Update where it stays kept below the margin, nothing
+    /// where it stays beyond it, else one for the margin to settle.
+    pub(super) fn culled_kind(&self, w: &Watcher, subject: &Subject) -> Option<PairKind> {
+        let visibility = self.config.visibility;
+        let o_col_row = col_row(visibility, self.grid, w);
+        let key = |at| culled_key(visibility, w, o_col_row, subject.layers, subject.id, at);
+        let region = |at| self.region(w, key(at));
+        let now = region(subject.now);
+        let was = match subject.moved {
+            true => subject.before.map_or(Region::Beyond, region),
+            false => now,
+        };
+        match (was, now) {
+            (Region::Core, Region::Core) => subject.due.then_some(PairKind::Update),
+            (Region::Beyond, Region::Beyond) => None,
+            _ => Some(PairKind::Culled),
+        }
+    }
+
+    /// Where `key` falls against `w`'s margin, by its span alone unless
+    /// the `dist²` ties one of its ends.
+    fn region(&self, w: &Watcher, key: Option<Key>) -> Region {
+        let (lo, hi) = w.margin_span();
+        match key {
+            None => Region::Beyond,
+            Some(k) if k.dist2 < lo => Region::Core,
+            Some(k) if k.dist2 > hi => Region::Beyond,
+            Some(k) if k.dist2 != lo && k.dist2 != hi => Region::Margin,
+            // A margin gone from under its span: let the update rank again.
+            k => self
+                .margins
+                .bounds(w.view())
+                .map_or(Region::Margin, |b| b.region(k)),
+        }
+    }
+}
+
+/// A subject's key in the view of observer `w` from cell and raw
+/// position `at`, or `None` where it is no candidate or beyond any
+/// margin. Hysteresis plays no part: margins end at the enter distance.
+fn culled_key(
+    visibility: Visibility,
+    w: &Watcher,
+    o_col_row: (u32, u32),
+    layers: u32,
+    id: EntityId,
+    at: Place,
+) -> Option<Key> {
+    if !rule::interested(w.interest, layers) {
+        return None;
+    }
+    let dist2 = rule::dist2(at.x, at.y, w.x, w.y);
+    // Kept only inside the enter distance: a margin ends there.
+    let seen = match visibility {
+        Visibility::Grid => rule::grid_zone(o_col_row, at.col_row) == Zone::In,
+        Visibility::Radius => rule::radius_zone(dist2, w.enter2, w.enter2) == Zone::In,
+    };
+    // Too far for a key is beyond any margin.
+    let dist2 = u64::try_from(dist2).ok().filter(|_| seen)?;
+    Some(Key { dist2, id })
 }

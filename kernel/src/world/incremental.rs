@@ -17,18 +17,30 @@
 //! anywhere in range can swap who is kept) is rebuilt instead, unless its
 //! view keeps a margin around its cut-off (see `culled.rs`).
 
-use super::World;
+use alloc::vec::Vec;
+
+use super::{ViewChange, World};
+use crate::cell_sorted::CellSorted;
 use crate::command::EntityId;
-use crate::config::Visibility;
+use crate::config::{Config, Visibility};
 use crate::coverage::Path;
+#[cfg(any(debug_assertions, feature = "path-coverage"))]
+use crate::coverage::PathCounts;
 use crate::digest::PairHasher;
 use crate::emit::{send_enter, send_leave};
 use crate::event::EventSink;
 use crate::fixed_point::Pos;
+use crate::grid::Grid;
+use crate::margin::Margins;
 use crate::plan::{PairSource, Updates};
 use crate::rule::{self, Zone};
-use crate::slot_table::Watcher;
-use crate::subject_pairs::{unpack, PairKind};
+use crate::slot_bits::SlotBits;
+use crate::slot_ids::SlotIds;
+use crate::slot_table::{self, Entity, Gone, Sight, Watcher};
+use crate::squares::Squares;
+use crate::subject_pairs::{unpack, PairKind, SubjectPairs};
+use crate::throttle::{Sent, Throttle};
+use crate::view::Views;
 
 /// Where a subject stands: its cell, that cell's column and row (worked
 /// out once per subject rather than once per observer it pairs with), and
@@ -41,30 +53,37 @@ pub(super) struct Place {
     pub(super) y: i64,
 }
 
-impl World {
-    /// The place of a subject at `pos`, in `cell`.
-    pub(super) fn place(&self, cell: u32, pos: Pos) -> Place {
-        Place {
-            cell,
-            col_row: self.grid.xy(cell),
-            x: pos.x.to_bits(),
-            y: pos.y.to_bits(),
-        }
+/// The place of a subject at `pos`, in `cell` of `grid`.
+#[inline(always)]
+pub(super) fn place(grid: &Grid, cell: u32, pos: Pos) -> Place {
+    Place {
+        cell,
+        col_row: grid.xy(cell),
+        x: pos.x.to_bits(),
+        y: pos.y.to_bits(),
     }
+}
 
+/// The column and row of observer `w`'s cell in grid mode, where
+/// visibility needs them; unused in radius mode, which skips the
+/// divisions.
+#[inline(always)]
+pub(super) fn col_row(visibility: Visibility, grid: &Grid, w: &Watcher) -> (u32, u32) {
+    match visibility {
+        Visibility::Grid => grid.xy(w.cell),
+        Visibility::Radius => (0, 0),
+    }
+}
+
+impl World {
     /// The place of a subject at `pos`; `None` outside the world.
     pub(super) fn place_of(&self, pos: Pos) -> Option<Place> {
-        Some(self.place(self.cell_index(pos)?, pos))
+        Some(place(&self.grid, self.cell_index(pos)?, pos))
     }
 
-    /// The column and row of observer `w`'s cell in grid mode, where
-    /// visibility needs them; unused in radius mode, which skips the
-    /// divisions.
+    /// See [`col_row`].
     pub(super) fn col_row(&self, w: &Watcher) -> (u32, u32) {
-        match self.config.visibility {
-            Visibility::Grid => self.grid.xy(w.cell),
-            Visibility::Radius => (0, 0),
-        }
+        col_row(self.config.visibility, &self.grid, w)
     }
 }
 
@@ -85,34 +104,242 @@ pub(super) struct Subject {
     pub(super) gone: bool,
 }
 
-impl World {
+/// What pairing reads: the observers (by lists, or the copy the plan
+/// pairs from), the views and margins that say whether a pair makes an
+/// event, and the plan's choices.
+pub(super) struct PairScene<'a> {
+    pub(super) config: &'a Config,
+    pub(super) grid: &'a Grid,
+    /// Every observer's pairing record, by slot.
+    pub(super) watchers: &'a [Watcher],
+    pub(super) sights: &'a [Sight],
+    pub(super) born: &'a [u64],
+    pub(super) ids: &'a SlotIds,
+    pub(super) views: &'a Views,
+    pub(super) margins: &'a Margins,
+    /// The largest observer ring, in cells.
+    pub(super) max_ring: u32,
+    pub(super) pair_source: PairSource,
+    pub(super) updates: Updates,
+    pub(super) observer_cells: &'a CellSorted<(u32, Watcher)>,
+    pub(super) observer_squares: Option<&'a Squares<(u32, Watcher)>>,
+}
+
+/// What pairing writes: the observers it affects or marks for a
+/// rebuild, and the pairs it records for them.
+pub(super) struct PairMarks<'a> {
+    /// Per slot: the tick it was last affected, marked for a rebuild.
+    pub(super) affected_at: &'a mut [u64],
+    pub(super) rebuild_at: &'a mut [u64],
+    /// The affected observers, as `(id, slot)`.
+    pub(super) affected: &'a mut Vec<(EntityId, u32)>,
+    /// How many of them are marked for a rebuild.
+    pub(super) marked: &'a mut u32,
+    pub(super) pairs: &'a mut SubjectPairs,
+    /// Room for the observers around one subject.
+    pub(super) around: &'a mut Vec<u32>,
+    #[cfg(any(debug_assertions, feature = "path-coverage"))]
+    pub(super) paths: &'a mut PathCounts,
+}
+
+/// What deciding whether a touched subject is due writes: its last sent
+/// state and due bit, read off its record.
+pub(super) struct Dues<'a> {
+    pub(super) entities: &'a mut [Entity],
+    pub(super) prev_cells: &'a [u32],
+    pub(super) throttle: &'a Throttle,
+    pub(super) due: &'a mut SlotBits,
+    /// Whether any subject already visible somewhere fell due.
+    pub(super) any_due: &'a mut bool,
+}
+
+/// The subjects this tick changed: the touched slots, each one's change
+/// when the plan worked them out already, and the despawned.
+pub(super) struct Changed<'a> {
+    pub(super) touched: &'a [u32],
+    pub(super) changes: Option<&'a [Option<ViewChange>]>,
+    pub(super) gone: &'a [Gone],
+}
+
+/// Pairing, the tick's fourth stage: decides which touched subjects are
+/// due, and, with `mark`, pairs every despawned and changed subject with
+/// the observers around where it was and is, recording only the pairs
+/// that make an event and marking observers that must be rebuilt.
+pub(super) fn pair_changes(
+    scene: &PairScene<'_>,
+    marks: &mut PairMarks<'_>,
+    dues: Dues<'_>,
+    changed: &Changed<'_>,
+    mark: bool,
+    t: u64,
+) {
+    if mark {
+        for &gone in changed.gone {
+            scene.pair_gone(gone, dues.entities, t, marks);
+        }
+    }
+    let Dues {
+        entities,
+        prev_cells,
+        throttle,
+        due,
+        any_due,
+    } = dues;
+    for (k, &slot) in changed.touched.iter().enumerate() {
+        let change = match changed.changes {
+            Some(changes) => changes[k],
+            None => super::view_change(
+                &entities[slot as usize],
+                scene.born[slot as usize],
+                prev_cells[slot as usize],
+                throttle,
+                t,
+                false,
+            ),
+        };
+        let Some(change) = change else {
+            continue;
+        };
+        if change.due {
+            let e = &mut entities[slot as usize];
+            e.sent = Some(Sent {
+                motion: e.cur,
+                tick: t,
+            });
+            due.set(slot);
+            // One spawned this tick is in no view yet: it enters, it is
+            // never updated, so it gives a rebuild's walk nothing to find.
+            *any_due |= !change.fresh;
+        }
+        // While views are walked for updates, only relocation needs pairing.
+        let paired_due = change.due && scene.updates == Updates::Paired;
+        let e = &entities[slot as usize];
+        if mark && (change.relocated || paired_due) {
+            let before = match change.fresh {
+                true => None,
+                false => Some(place(scene.grid, prev_cells[slot as usize], e.prev.pos)),
+            };
+            let subject = Subject {
+                slot,
+                id: e.id,
+                layers: e.layers,
+                now: place(scene.grid, e.cell, e.cur.pos),
+                before,
+                moved: change.moved,
+                due: paired_due,
+                gone: false,
+            };
+            scene.pair_subject(&subject, t, marks);
+        }
+        if mark && change.relocated && e.is_observer() {
+            marks.mark_rebuild(scene.ids, slot, t);
+        }
+    }
+}
+
+impl PairMarks<'_> {
+    /// Counts a path taken; compiled away with the counts.
+    #[inline(always)]
+    pub(super) fn hit(&mut self, _path: Path) {
+        #[cfg(any(debug_assertions, feature = "path-coverage"))]
+        self.paths.hit(_path);
+    }
+
+    #[inline(always)]
+    fn mark_affected(&mut self, ids: &SlotIds, slot: u32, t: u64) {
+        if self.affected_at[slot as usize] != t {
+            self.affected_at[slot as usize] = t;
+            self.affected.push((ids.id(slot), slot));
+        }
+    }
+
+    #[inline(always)]
+    fn mark_rebuild(&mut self, ids: &SlotIds, slot: u32, t: u64) {
+        self.mark_affected(ids, slot, t);
+        if self.rebuild_at[slot as usize] != t {
+            self.rebuild_at[slot as usize] = t;
+            *self.marked += 1;
+        }
+    }
+}
+
+impl PairScene<'_> {
+    /// Takes a despawned subject out of the views around where it stood:
+    /// by pairing while its slot is vacant, else (a spawn took the slot
+    /// over) by rebuilding every observer around (see `spare_slots`).
+    /// A slot a spawn took over and a despawn emptied again in the same
+    /// tick counts as taken over: pairs name subjects by slot, and the
+    /// slot's id is now the newcomer's.
+    fn pair_gone(&self, gone: Gone, entities: &[Entity], t: u64, marks: &mut PairMarks<'_>) {
+        let before = place(self.grid, gone.cell, gone.pos);
+        if slot_table::taken_over(self.born, self.ids, &gone) {
+            marks.hit(Path::GoneTakenOver);
+            self.rebuild_observers_around(before.cell, entities, t, marks);
+            return;
+        }
+        marks.hit(Path::GonePaired);
+        let subject = Subject {
+            slot: gone.slot,
+            id: gone.id,
+            layers: gone.layers,
+            now: before,
+            before: Some(before),
+            moved: true,
+            due: false,
+            gone: true,
+        };
+        self.pair_subject(&subject, t, marks);
+    }
+
+    /// Marks every observer whose ring covers `cell` for a rebuild.
+    fn rebuild_observers_around(
+        &self,
+        cell: u32,
+        entities: &[Entity],
+        t: u64,
+        marks: &mut PairMarks<'_>,
+    ) {
+        marks.around.clear();
+        let cells = self.grid.ring(cell, self.max_ring).cells();
+        self.grid.observers_in(cells, marks.around);
+        for k in 0..marks.around.len() {
+            let o = marks.around[k];
+            let e = &entities[o as usize];
+            if self.grid.cell_distance(e.cell, cell) <= self.sights[o as usize].ring {
+                marks.mark_rebuild(self.ids, o, t);
+            }
+        }
+    }
+
     /// Records the pairs `subject` makes with the observers around it, and
     /// marks observers it forces to rebuild.
-    pub(super) fn pair_subject(&mut self, subject: &Subject, t: u64) {
-        match self.plan.pair_source {
-            PairSource::SquareCopy => {
-                self.hit(Path::PairFromSquareCopy);
-                self.pair_by_squares(subject, t);
+    fn pair_subject(&self, subject: &Subject, t: u64, marks: &mut PairMarks<'_>) {
+        match (self.pair_source, self.observer_squares) {
+            (PairSource::SquareCopy, Some(squares)) => {
+                marks.hit(Path::PairFromSquareCopy);
+                self.pair_by_squares(squares, subject, t, marks);
             }
-            PairSource::CellCopy => {
-                self.hit(Path::PairFromCellCopy);
-                self.pair_by_cells(subject, t);
+            (PairSource::SquareCopy, None) => marks.hit(Path::PairFromSquareCopy),
+            (PairSource::CellCopy, _) => {
+                marks.hit(Path::PairFromCellCopy);
+                self.pair_by_cells(subject, t, marks);
             }
-            PairSource::Lists | PairSource::None => {
-                self.hit(Path::PairFromLists);
-                self.pair_by_lists(subject, t);
+            (PairSource::Lists | PairSource::None, _) => {
+                marks.hit(Path::PairFromLists);
+                self.pair_by_lists(subject, t, marks);
             }
         }
     }
 
     /// Pairs with the observers of the squares copy within reach of the
     /// subject's old and new positions.
-    fn pair_by_squares(&mut self, subject: &Subject, t: u64) {
-        // Out of `self` while its records are paired, which needs
-        // `&mut self`; put back below.
-        let Some(squares) = self.observer_squares.take() else {
-            return;
-        };
+    fn pair_by_squares(
+        &self,
+        squares: &Squares<(u32, Watcher)>,
+        subject: &Subject,
+        t: u64,
+        marks: &mut PairMarks<'_>,
+    ) {
         // Every observer's stay distance is within its ring of cells.
         let cell = i128::from(self.config.cell_size.to_bits());
         let reach = i128::from(self.max_ring) * cell;
@@ -121,35 +348,31 @@ impl World {
         let before = subject.before.map(|b| (b.x, b.y));
         for run in squares.runs_around(now, before, reach) {
             for (o, w) in run {
-                self.pair_with(*o, w, subject, t);
+                self.pair_with(*o, w, subject, t, marks);
             }
         }
-        self.observer_squares = Some(squares);
     }
 
     /// Pairs with the observers of the copy by cells, row by row of the
     /// rings around the subject's old and new cells.
-    fn pair_by_cells(&mut self, subject: &Subject, t: u64) {
-        // Out of `self` while paired, like the squares.
-        let cells = core::mem::take(&mut self.observer_cells);
+    fn pair_by_cells(&self, subject: &Subject, t: u64, marks: &mut PairMarks<'_>) {
         for (first, last) in self.rows_around(subject) {
-            for (o, w) in cells.run(first, last) {
-                self.pair_with(*o, w, subject, t);
+            for (o, w) in self.observer_cells.run(first, last) {
+                self.pair_with(*o, w, subject, t, marks);
             }
         }
-        self.observer_cells = cells;
     }
 
     /// Pairs with the observers of the grid's cell lists around the
     /// subject: fewer changes than the copy would pay for.
-    fn pair_by_lists(&mut self, subject: &Subject, t: u64) {
-        self.around.clear();
+    fn pair_by_lists(&self, subject: &Subject, t: u64, marks: &mut PairMarks<'_>) {
+        marks.around.clear();
         let cells = self.rows_around(subject).flat_map(|(f, l)| f..=l);
-        self.grid.observers_in(cells, &mut self.around);
-        for k in 0..self.around.len() {
-            let o = self.around[k];
-            let w = self.slots.watchers[o as usize];
-            self.pair_with(o, &w, subject, t);
+        self.grid.observers_in(cells, marks.around);
+        for k in 0..marks.around.len() {
+            let o = marks.around[k];
+            let w = self.watchers[o as usize];
+            self.pair_with(o, &w, subject, t, marks);
         }
     }
 
@@ -165,20 +388,20 @@ impl World {
 
     /// Pairs `subject` with observer `o`, whose record is `w`.
     #[inline(always)]
-    fn pair_with(&mut self, o: u32, w: &Watcher, subject: &Subject, t: u64) {
+    fn pair_with(&self, o: u32, w: &Watcher, subject: &Subject, t: u64, marks: &mut PairMarks<'_>) {
         if o == subject.slot {
             return;
         }
         if w.has_margin() {
             if subject.gone {
                 // Its margin cannot tell a despawn: rank again.
-                self.mark_rebuild(o, t);
+                marks.mark_rebuild(self.ids, o, t);
                 return;
             }
             // A culled view with a margin: that knows who is kept.
             if let Some(kind) = self.culled_kind(w, subject) {
-                self.mark_affected(o, t);
-                self.pairs.push(o, subject.slot, kind);
+                marks.mark_affected(self.ids, o, t);
+                marks.pairs.push(o, subject.slot, kind);
             }
             return;
         }
@@ -191,15 +414,15 @@ impl World {
             // A full view may be culled: whoever is in range, only the
             // view knows who is kept, and a move can change it.
             if subject.moved {
-                self.mark_rebuild(o, t);
+                marks.mark_rebuild(self.ids, o, t);
                 return;
             }
             kind = subject.due.then_some(PairKind::UnsureBand);
         }
         if let Some(kind) = kind {
-            self.mark_affected(o, t);
+            marks.mark_affected(self.ids, o, t);
             // A full set rebuilds every affected observer instead.
-            self.pairs.push(o, subject.slot, kind);
+            marks.pairs.push(o, subject.slot, kind);
         }
     }
 
@@ -211,7 +434,7 @@ impl World {
         if !rule::interested(o.interest, subject.layers) {
             return (Zone::Out, Zone::Out);
         }
-        let o_col_row = self.col_row(o);
+        let o_col_row = col_row(self.config.visibility, self.grid, o);
         let zone = |p: Place| match self.config.visibility {
             Visibility::Grid => {
                 debug_assert_eq!(o.ring, rule::GRID_RING);
@@ -232,7 +455,9 @@ impl World {
         };
         (was, now)
     }
+}
 
+impl World {
     /// Applies an observer's pairs to its view and emits their events in
     /// contract order. Returns the event count.
     pub(super) fn update_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {

@@ -1,111 +1,188 @@
 //! Keeping slots in id order: see `permutation.rs` for why.
 
+use alloc::vec::Vec;
+
 use super::World;
+use crate::command::EntityId;
+use crate::grid::Grid;
+use crate::id_index::IdIndex;
+use crate::margin::Margins;
+use crate::permutation::Permutation;
+use crate::slot_bits::SlotBits;
+use crate::slot_table::SlotTable;
+use crate::view::Views;
+
+/// Whether slots should be renumbered at the end of a tick with churn, and
+/// records in `slots` whether live slots still follow ids, which lets
+/// views be searched by slot.
+///
+/// Renumbering pays once more than an eighth of the `live` entities are
+/// out of id order (with an id below that of the live entity in the slot
+/// before), or once spawns have used up the slots above every live one
+/// (`top`, see `World::top`). Spawns under fresh ids take those in order;
+/// at 1% churn a tick and an eighth of spare slots that lasts about 12
+/// ticks. A world spawned in id order and never churned never renumbers.
+/// Counting is `O(slots)`, a few µs per 10 000, and needed only after a
+/// spawn broke the order.
+pub(super) fn renumbering_due(slots: &mut SlotTable, live: u32, top: u32) -> bool {
+    // Spawns that kept the order leave nothing to count: a despawn
+    // never breaks it.
+    let shuffled = match slots.ids.in_order() {
+        true => 0,
+        false => shuffled(slots),
+    };
+    slots.ids.set_in_order(shuffled == 0);
+    // With no slot left above `top`, the next spawn takes a freed one
+    // and breaks the order; renumbering first gives spawns the top
+    // again, if it frees enough of one (at least a sixteenth of the
+    // live entities) not to come round again within a few ticks.
+    let len = u64::from(slots.len());
+    let (live, top) = (u64::from(live), u64::from(top));
+    let top_used_up = top == len && (len - live) * 16 >= live;
+    u64::from(shuffled) * 8 > live || top_used_up
+}
+
+/// How many live entities have a smaller id than the live entity in
+/// the slot before theirs.
+fn shuffled(slots: &SlotTable) -> u32 {
+    let (mut last, mut descents) = (None, 0);
+    for slot in slots.live_slots() {
+        let id = slots.ids.id(slot);
+        descents += u32::from(last.is_some_and(|last| id < last));
+        last = Some(id);
+    }
+    descents
+}
+
+/// What renumbering rewrites: everything kept by slot, everything kept by
+/// view, and how slots are handed out.
+pub(super) struct Renumbered<'a> {
+    /// Every array kept by slot (`SlotTable::permute`).
+    pub(super) slots: &'a mut SlotTable,
+    pub(super) grid: &'a mut Grid,
+    pub(super) index: &'a mut IdIndex,
+    /// The live observers, ascending by id and clean.
+    pub(super) by_id: &'a mut [(EntityId, u32)],
+    pub(super) pending: &'a mut [u32],
+    pub(super) last_slot: &'a mut u32,
+    pub(super) observer_slots: &'a mut SlotBits,
+    pub(super) common_layers: &'a mut u32,
+    /// Kept by view.
+    pub(super) views: &'a mut Views,
+    pub(super) margins: &'a mut Margins,
+    pub(super) cutoffs: &'a mut [u128],
+    /// How slots are handed out (see `World::top`).
+    pub(super) free_slots: &'a mut Vec<u32>,
+    pub(super) top: &'a mut u32,
+    pub(super) top_id: &'a mut Option<EntityId>,
+    /// Room for the two permutations.
+    pub(super) slot_numbering: &'a mut Permutation,
+    pub(super) view_numbering: &'a mut Permutation,
+    /// Live entities and observers.
+    pub(super) count: u32,
+    pub(super) observers: u32,
+}
+
+/// Gives every live entity the slot of its rank by id, and every live
+/// view the number of its observer's rank, and moves or rewrites
+/// everything kept by slot or by view to match. Between ticks only: the
+/// per-tick sets are empty and no slot is churned.
+pub(super) fn renumber(r: Renumbered<'_>) {
+    let Renumbered {
+        slots,
+        grid,
+        index,
+        by_id,
+        pending,
+        last_slot,
+        observer_slots,
+        common_layers,
+        views,
+        margins,
+        cutoffs,
+        free_slots,
+        top,
+        top_id,
+        slot_numbering,
+        view_numbering,
+        count,
+        observers,
+    } = r;
+    let (live, ids) = (slots.live_slots(), &slots.ids);
+    slot_numbering.plan_by_key(live, |s| ids.id(s));
+    let r = slot_numbering;
+    slots.permute(r);
+    // Tick stamps need no moving: each is compared with the tick it is
+    // set in only, and every one names a tick now over.
+    grid.renumber(r);
+    index.renumber(r);
+    views.renumber_entries(r);
+    margins.renumber(r);
+    for (_, slot) in by_id.iter_mut() {
+        *slot = r.to(*slot);
+    }
+    for slot in pending.iter_mut() {
+        *slot = r.to(*slot);
+    }
+    *last_slot = r.to(*last_slot);
+    // Live entities now hold 0..count: forget the layers of the departed.
+    *common_layers = slots.shown[..count as usize]
+        .iter()
+        .fold(u32::MAX, |all, s| all & s.layers);
+    observer_slots.clear_all();
+    for &(_, slot) in by_id.iter() {
+        observer_slots.set(slot);
+    }
+    // Live entities hold 0..count; hand out the lowest free slot first.
+    free_slots.clear();
+    free_slots.extend((count..slots.len()).rev());
+    *top = count;
+    *top_id = count.checked_sub(1).map(|last| slots.ids.id(last));
+
+    // Views in their observers' order: `by_id` is sorted and clean.
+    let entities = &slots.entities;
+    let order = by_id.iter().map(|&(_, slot)| entities[slot as usize].view);
+    view_numbering.plan(order);
+    let r = view_numbering;
+    views.renumber_views(r, observers);
+    margins.renumber_views(r);
+    r.permute(cutoffs);
+    for &(_, slot) in by_id.iter() {
+        let (e, w) = (
+            &mut slots.entities[slot as usize],
+            &mut slots.watchers[slot as usize],
+        );
+        e.view = r.to(e.view);
+        *w = w.with_view(e.view);
+    }
+}
 
 impl World {
-    /// Renumbers the slots in id order once more than an eighth of the
-    /// live entities are out of it (with an id below that of the live
-    /// entity in the slot before), or once spawns have used up the slots
-    /// above every live one (see `World::top`). Spawns under fresh ids
-    /// take those in order; at 1% churn a tick and an eighth of spare
-    /// slots that lasts about 12 ticks. A world spawned in id order and
-    /// never churned never renumbers. Also records whether live slots
-    /// follow ids, which lets views be searched by slot. Called after
-    /// ticks with churn only. Counting is `O(slots)`, a few µs per 10 000,
-    /// and needed only after a spawn broke the order.
-    pub(super) fn renumber_if_shuffled(&mut self) {
-        // Spawns that kept the order leave nothing to count: a despawn
-        // never breaks it.
-        let shuffled = match self.slots.ids.in_order() {
-            true => 0,
-            false => self.shuffled(),
-        };
-        self.slots.ids.set_in_order(shuffled == 0);
-        // With no slot left above `top`, the next spawn takes a freed one
-        // and breaks the order; renumbering first gives spawns the top
-        // again, if it frees enough of one (at least a sixteenth of the
-        // live entities) not to come round again within a few ticks.
-        let slots = u64::from(self.slots.len());
-        let (live, top) = (u64::from(self.count), u64::from(self.top));
-        let top_used_up = top == slots && (slots - live) * 16 >= live;
-        if u64::from(shuffled) * 8 > live || top_used_up {
-            self.hit(crate::coverage::Path::Renumbered);
-            self.renumber_slots();
-        }
-    }
-
-    /// How many live entities have a smaller id than the live entity in
-    /// the slot before theirs.
-    fn shuffled(&self) -> u32 {
-        let (mut last, mut descents) = (None, 0);
-        for slot in self.slots.live_slots() {
-            let id = self.slots.ids.id(slot);
-            descents += u32::from(last.is_some_and(|last| id < last));
-            last = Some(id);
-        }
-        descents
-    }
-
-    /// Gives every live entity the slot of its rank by id, and every live
-    /// view the number of its observer's rank, and moves or rewrites
-    /// everything kept by slot or by view to match. Between ticks only: the
-    /// per-tick sets are empty and no slot is churned.
+    /// Renumbers slots and views in id order ([`renumber`]), lending it
+    /// what it rewrites; the observers are sorted by id first.
     pub(crate) fn renumber_slots(&mut self) {
         debug_assert!(self.released.is_empty(), "between ticks only");
         self.sort_observers();
-        let (live, ids) = (self.slots.live_slots(), &self.slots.ids);
-        self.slot_numbering.plan_by_key(live, |s| ids.id(s));
-        let r = &mut self.slot_numbering;
-        self.slots.permute(r);
-        // Tick stamps need no moving: each is compared with the tick it is
-        // set in only, and every one names a tick now over.
-        self.grid.renumber(r);
-        self.index.renumber(r);
-        self.views.renumber_entries(r);
-        self.margins.renumber(r);
-        for (_, slot) in &mut self.by_id {
-            *slot = r.to(*slot);
-        }
-        for slot in &mut self.pending {
-            *slot = r.to(*slot);
-        }
-        self.last_slot = r.to(self.last_slot);
-        // Live entities now hold 0..count: forget the layers of the departed.
-        self.common_layers = self.slots.shown[..self.count as usize]
-            .iter()
-            .fold(u32::MAX, |all, s| all & s.layers);
-        self.observer_slots.clear_all();
-        for &(_, slot) in &self.by_id {
-            self.observer_slots.set(slot);
-        }
-        // Live entities hold 0..count; hand out the lowest free slot first.
-        self.free_slots.clear();
-        self.free_slots.extend((self.count..self.slots.len()).rev());
-        self.top = self.count;
-        self.top_id = self
-            .count
-            .checked_sub(1)
-            .map(|last| self.slots.ids.id(last));
-
-        // Views in their observers' order: `by_id` is sorted and clean.
-        let entities = &self.slots.entities;
-        let views = self
-            .by_id
-            .iter()
-            .map(|&(_, slot)| entities[slot as usize].view);
-        self.view_numbering.plan(views);
-        let r = &mut self.view_numbering;
-        self.views.renumber_views(r, self.observers);
-        self.margins.renumber_views(r);
-        r.permute(&mut self.cutoffs);
-        for &(_, slot) in &self.by_id {
-            let (e, w) = (
-                &mut self.slots.entities[slot as usize],
-                &mut self.slots.watchers[slot as usize],
-            );
-            e.view = r.to(e.view);
-            *w = w.with_view(e.view);
-        }
+        renumber(Renumbered {
+            slots: &mut self.slots,
+            grid: &mut self.grid,
+            index: &mut self.index,
+            by_id: &mut self.by_id,
+            pending: &mut self.pending,
+            last_slot: &mut self.last_slot,
+            observer_slots: &mut self.observer_slots,
+            common_layers: &mut self.common_layers,
+            views: &mut self.views,
+            margins: &mut self.margins,
+            cutoffs: &mut self.cutoffs,
+            free_slots: &mut self.free_slots,
+            top: &mut self.top,
+            top_id: &mut self.top_id,
+            slot_numbering: &mut self.slot_numbering,
+            view_numbering: &mut self.view_numbering,
+            count: self.count,
+            observers: self.observers,
+        });
     }
 }
 
@@ -241,7 +318,7 @@ mod tests {
             // Churn did shuffle the slots every so often, and the world
             // left alone renumbered itself at least once.
             assert!(shuffles > 50, "{shuffles} shuffled ticks");
-            assert!(plain.shuffled() * 8 <= plain.count);
+            assert!(super::shuffled(&plain.slots) * 8 <= plain.count);
             let _ = <Vec<Event> as EventSink>::event;
         }
     }
