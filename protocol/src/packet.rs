@@ -109,6 +109,42 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// A packet whose frames all decode, read again frame by frame when asked:
+/// what [`Packet::decode`] accepts, without collecting the frames, so the
+/// server's receive path keeps no memory per packet.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parsed<'a> {
+    pub(crate) header: Header,
+    body: &'a [u8],
+}
+
+impl<'a> Parsed<'a> {
+    /// Checks the header and every frame, as [`Packet::decode`] does.
+    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Parsed<'a>, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let header = Header::read(&mut r)?;
+        let body = r.bytes(r.remaining())?;
+        let mut check = Reader::new(body);
+        while !check.is_empty() {
+            Frame::read(&mut check)?;
+        }
+        Ok(Parsed { header, body })
+    }
+
+    /// The frames, in order.
+    pub(crate) fn frames(&self) -> impl Iterator<Item = Frame<'a>> + 'a {
+        let mut r = Reader::new(self.body);
+        // Every frame decoded in `decode`, so reading again cannot fail.
+        core::iter::from_fn(move || {
+            if r.is_empty() {
+                None
+            } else {
+                Frame::read(&mut r).ok()
+            }
+        })
+    }
+}
+
 /// Encodes a header and frames into `buf`; returns the bytes written, or how many are needed.
 pub fn encode_packet(
     header: &Header,
