@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{DecodeError, EncodeError};
-use crate::frame::Frame;
+use crate::frame::{Frame, InputScratch};
 use crate::wire::{Reader, Writer};
 
 /// The first two bytes of every packet: `LG`.
@@ -119,16 +119,39 @@ pub(crate) struct Parsed<'a> {
 }
 
 impl<'a> Parsed<'a> {
-    /// Checks the header and every frame, as [`Packet::decode`] does.
-    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Parsed<'a>, DecodeError> {
+    /// Checks the header and every frame, as [`Packet::decode`] does;
+    /// Input frames are read into `input` (reusing its vectors).
+    pub(crate) fn decode(
+        bytes: &'a [u8],
+        input: &mut InputScratch,
+    ) -> Result<Parsed<'a>, DecodeError> {
         let mut r = Reader::new(bytes);
         let header = Header::read(&mut r)?;
         let body = r.bytes(r.remaining())?;
         let mut check = Reader::new(body);
         while !check.is_empty() {
-            Frame::read(&mut check)?;
+            Frame::read_reusing(&mut check, input)?;
         }
         Ok(Parsed { header, body })
+    }
+
+    /// A reader at the first frame, for [`read_next`](Self::read_next).
+    pub(crate) fn body(&self) -> Reader<'a> {
+        Reader::new(self.body)
+    }
+
+    /// The next frame, `Some(None)` for an Input frame (read into
+    /// `input`), `None` after the last.
+    pub(crate) fn read_next(
+        r: &mut Reader<'a>,
+        input: &mut InputScratch,
+    ) -> Option<Option<Frame<'a>>> {
+        if r.is_empty() {
+            None
+        } else {
+            // Every frame decoded in `decode`, so reading again cannot fail.
+            Frame::read_reusing(r, input).ok()
+        }
     }
 
     /// The frames, in order.

@@ -12,7 +12,8 @@ use crate::budget::{membership_bytes, BudgetStats, Pacer};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
-    ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams, MAX_COMMANDS_PER_INPUT,
+    ClientLimits, Frame, InputEntry, InputScratch, TickBatch, Welcome, WorldParams,
+    MAX_COMMANDS_PER_INPUT,
 };
 use crate::packet::{peek_version, Header, Parsed, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
@@ -347,6 +348,8 @@ pub struct Server<A> {
     id_counter: u64,
     cursor: u32,
     route: Vec<Event>,
+    /// Where received Input frames are read (vectors kept between calls).
+    input: InputScratch,
     rejected: Vec<(EntityId, usize)>,
     security: Option<Security>,
     /// Where sealed datagrams are opened (capacity kept between calls).
@@ -409,6 +412,7 @@ impl<A: Clone + Ord> Server<A> {
             id_counter: 0,
             cursor: 0,
             route: Vec::new(),
+            input: InputScratch::default(),
             rejected: Vec::new(),
             security: None,
             scratch: Vec::new(),
@@ -677,7 +681,7 @@ impl<A: Clone + Ord> Server<A> {
                 return;
             }
         }
-        let Ok(packet) = Parsed::decode(bytes) else {
+        let Ok(packet) = Parsed::decode(bytes, &mut self.input) else {
             match known.and_then(|id| self.conns.get_mut(&id)) {
                 Some(c) => c.stats.packets_dropped += 1,
                 None => self.stats.unknown_dropped += 1,
@@ -744,7 +748,7 @@ impl<A: Clone + Ord> Server<A> {
             c.stats.auth_failed += 1;
             self.stats.auth_failed += 1;
         } else {
-            match Parsed::decode(&scratch) {
+            match Parsed::decode(&scratch, &mut self.input) {
                 Ok(packet) => self.handle_conn_packet(now, id, &packet),
                 Err(_) => c.stats.packets_dropped += 1,
             }
@@ -930,14 +934,30 @@ impl<A: Clone + Ord> Server<A> {
         let accepted = c.entity.is_some();
         let mut close = None;
         let mut eliciting = false;
-        for f in packet.frames() {
+        let mut r = packet.body();
+        while let Some(f) = Parsed::read_next(&mut r, &mut self.input) {
+            // An Input frame, read into the reused buffer.
+            let Some(f) = f else {
+                eliciting = true;
+                if accepted {
+                    let (first, inputs) = (self.input.first_seq, self.input.inputs());
+                    if let Err(reason) = c.deliver_inputs(first, inputs, &mut self.events) {
+                        close = Some(reason);
+                        break;
+                    }
+                }
+                continue;
+            };
             eliciting |= f.is_ack_eliciting();
             match f {
                 Frame::Padding => {}
                 Frame::Hello { .. } => c.welcome_due = accepted,
                 Frame::Input(input) => {
                     if accepted {
-                        if let Err(reason) = c.deliver_inputs(&input, &mut self.events) {
+                        let first = input.first_seq;
+                        if let Err(reason) =
+                            c.deliver_inputs(first, &input.entries, &mut self.events)
+                        {
                             close = Some(reason);
                             break;
                         }
@@ -1509,7 +1529,8 @@ impl<A> Conn<A> {
     /// Hands the host each input it has not had yet, in order.
     fn deliver_inputs<B>(
         &mut self,
-        input: &InputFrame,
+        first_seq: u64,
+        entries: &[InputEntry],
         events: &mut VecDeque<ServerEvent<B>>,
     ) -> Result<(), DisconnectReason> {
         let Some(entity) = self.entity else {
@@ -1517,11 +1538,11 @@ impl<A> Conn<A> {
         };
         // An honest client repeats every unacknowledged input, oldest first,
         // so the frame never starts past the next input the server expects.
-        if input.first_seq > self.next_input_seq {
+        if first_seq > self.next_input_seq {
             return Err(DisconnectReason::ProtocolViolation);
         }
-        for (k, entry) in input.entries.iter().enumerate() {
-            let seq = input.first_seq + k as u64;
+        for (k, entry) in entries.iter().enumerate() {
+            let seq = first_seq + k as u64;
             if seq < self.next_input_seq {
                 continue;
             }
