@@ -112,8 +112,7 @@ fn hostile_input_is_refused_and_counted_while_bots_are_served() {
     for _ in 0..60 {
         x += step;
         tick += 1;
-        if m
-            .client
+        if m.client
             .send_input(tick, &[mv(Pos::new(x, at(0, 0).y), 100)])
             .is_ok()
         {

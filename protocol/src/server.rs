@@ -1164,7 +1164,12 @@ impl<A: Clone + Ord> Server<A> {
             }
             let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
             let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
-            self.route.extend_from_slice(&views[v0..v1]);
+            // Without rejections to put first or a budget to choose by,
+            // the observer's events go straight from the kernel's slice.
+            let copy = !self.route.is_empty() || pace.bytes_per_sec.is_some();
+            if copy {
+                self.route.extend_from_slice(&views[v0..v1]);
+            }
             if let Some(bytes_per_sec) = pace.bytes_per_sec {
                 let at = locate(entity);
                 let paced = c
@@ -1181,7 +1186,12 @@ impl<A: Clone + Ord> Server<A> {
                     &mut self.route,
                 );
             }
-            match c.queue_tick(tick, digest, &self.route, budget, max_parts) {
+            let mine = if copy {
+                &self.route[..]
+            } else {
+                &views[v0..v1]
+            };
+            match c.queue_tick(tick, digest, mine, budget, max_parts) {
                 Ok(()) => {}
                 Err(reason) => {
                     closing.push((id, reason));
