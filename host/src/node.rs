@@ -647,8 +647,10 @@ where
         );
         self.rules
             .server_commands(&self.world, tick, &mut self.commands);
-        for moves in std::mem::take(&mut self.inputs).into_values() {
-            self.commands.extend(moves);
+        // Drained, not taken: each client's vector keeps its room for the
+        // next tick (entries go when the client leaves).
+        for moves in self.inputs.values_mut() {
+            self.commands.append(moves);
         }
         self.events.clear();
         let report = self.world.step(&self.commands, &mut self.events);
@@ -704,6 +706,7 @@ where
         }
         for (entity, conn) in unspawned {
             self.sessions.remove(&entity);
+            self.inputs.remove(&entity);
             self.refuse(Refusal::Full, 1);
             let _ = self.server.reject(conn, DisconnectReason::ServerFull);
             // The rules forget the client; its entity never existed.

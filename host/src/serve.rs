@@ -22,6 +22,7 @@
 pub mod default_rules;
 pub mod rules;
 pub mod stats;
+mod udp_batch;
 
 use core::fmt;
 use std::io;
@@ -290,6 +291,8 @@ pub fn serve_with(
 
     let mut driver = Driver {
         socket,
+        outbox: udp_batch::Outbox::new(),
+        inbox: udp_batch::Inbox::new(),
         nonblocking: false,
         clock,
         times: TickTimes::default(),
@@ -394,6 +397,9 @@ fn fresh_seed() -> u64 {
 /// The socket and the clock around a node.
 struct Driver {
     socket: UdpSocket,
+    /// Datagrams leave and arrive in batches (one system call for many).
+    outbox: udp_batch::Outbox,
+    inbox: udp_batch::Inbox,
     nonblocking: bool,
     clock: Clock,
     times: TickTimes,
@@ -497,29 +503,46 @@ impl Driver {
             }
             None => self.set_nonblocking(true)?,
         }
-        for i in 0..1024 {
-            if i == 1 {
-                self.set_nonblocking(true)?;
+        // The first datagram is waited for; what is queued behind it is
+        // taken in batches, up to about 1024 datagrams.
+        match self.socket.recv_from(buf) {
+            Ok((n, from)) => node.handle_datagram(self.clock.now(), from, &buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                if block.is_none() && !wait.is_zero() {
+                    std::thread::sleep(wait.min(Duration::from_micros(200)));
+                }
+                return Ok(());
             }
-            match self.socket.recv_from(buf) {
-                Ok((n, from)) => node.handle_datagram(self.clock.now(), from, &buf[..n]),
+            // ICMP port unreachable from a vanished client shows up
+            // here on some systems: not the server's problem.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+            Err(e) => return Err(ServeError::Socket(e)),
+        }
+        self.set_nonblocking(true)?;
+        let mut taken = 1;
+        for _ in 0..1024 / udp_batch::BATCH {
+            let now = self.clock.now();
+            match self.inbox.receive(&self.socket, |from, bytes| {
+                node.handle_datagram(now, from, bytes)
+            }) {
+                Ok(0) => break,
+                Ok(n) => taken += n,
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    if i == 0 && block.is_none() && !wait.is_zero() {
-                        std::thread::sleep(wait.min(Duration::from_micros(200)));
-                    }
-                    return Ok(());
-                }
-                // ICMP port unreachable from a vanished client shows up
-                // here on some systems: not the server's problem.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionReset
+                    ) => {}
                 Err(e) => return Err(ServeError::Socket(e)),
+            }
+            if taken >= 1024 {
+                break;
             }
         }
         Ok(())
@@ -536,21 +559,17 @@ impl Driver {
         Ok(())
     }
 
-    /// Sends every datagram the node releases.
+    /// Sends every datagram the node releases, in batches.
     fn flush(&mut self, node: &mut ServeNode) -> Result<(), ServeError> {
-        let mut out = [0u8; MAX_MTU];
-        // poll_transmit only fails for a buffer below the MTU, and `out` is
-        // the largest MTU: treat a failure as a bug report, not a panic.
+        // poll_transmit only fails for a buffer below the MTU, and each
+        // slot is the largest MTU: treat a failure as a bug report, not a panic.
         while let Some(t) = node
-            .poll_transmit(self.clock.now(), &mut out)
+            .poll_transmit(self.clock.now(), self.outbox.slot())
             .map_err(|e| ServeError::Options(format!("transmit buffer: {e}")))?
         {
-            // A full send buffer or an unreachable peer loses the
-            // datagram; the protocol retransmits what matters.
-            if let Err(e) = self.socket.send_to(&out[..t.len], t.destination) {
-                debug!(to = %t.destination, "send failed: {e}");
-            }
+            self.outbox.push(&self.socket, t.destination, t.len);
         }
+        self.outbox.flush(&self.socket);
         Ok(())
     }
 

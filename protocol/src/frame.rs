@@ -353,6 +353,21 @@ impl<'a> Frame<'a> {
         Ok((f, bytes.len() - r.remaining()))
     }
 
+    /// Reads one frame as [`read`](Self::read) does, except that an Input
+    /// frame is read into `input` (reusing its vectors) and `None` returned.
+    pub(crate) fn read_reusing(
+        r: &mut Reader<'a>,
+        input: &mut InputScratch,
+    ) -> Result<Option<Frame<'a>>, DecodeError> {
+        let mut peek = r.clone();
+        if peek.u8()? == code::INPUT {
+            *r = peek;
+            read_input_into(r, input)?;
+            return Ok(None);
+        }
+        Frame::read(r).map(Some)
+    }
+
     pub(crate) fn read(r: &mut Reader<'a>) -> Result<Frame<'a>, DecodeError> {
         let c = r.u8()?;
         Ok(match c {
@@ -636,12 +651,39 @@ fn read_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
 }
 
 fn read_input(r: &mut Reader<'_>) -> Result<InputFrame, DecodeError> {
+    let mut s = InputScratch::default();
+    read_input_into(r, &mut s)?;
+    s.entries.truncate(s.len);
+    Ok(InputFrame {
+        first_seq: s.first_seq,
+        entries: s.entries,
+    })
+}
+
+/// An Input frame read into reused buffers: `entries[..len]` are its
+/// inputs; the entries past `len` keep their command vectors for the next.
+#[derive(Debug, Default)]
+pub(crate) struct InputScratch {
+    pub(crate) first_seq: u64,
+    pub(crate) entries: Vec<InputEntry>,
+    pub(crate) len: usize,
+}
+
+impl InputScratch {
+    /// The inputs of the frame last read.
+    pub(crate) fn inputs(&self) -> &[InputEntry] {
+        &self.entries[..self.len]
+    }
+}
+
+/// Reads an Input frame's body into `into`, reusing its vectors.
+fn read_input_into(r: &mut Reader<'_>, into: &mut InputScratch) -> Result<(), DecodeError> {
+    into.len = 0;
     let first_seq = r.varint()?;
     // An entry is at least a tick byte and a count byte.
     let n = r.count(MAX_INPUTS_PER_FRAME, 2, "inputs")?;
-    let mut entries = Vec::with_capacity(n);
     let mut prev: Option<u64> = None;
-    for _ in 0..n {
+    for i in 0..n {
         let d = r.varint()?;
         let tick = match prev {
             None => d,
@@ -653,14 +695,23 @@ fn read_input(r: &mut Reader<'_>) -> Result<InputFrame, DecodeError> {
         prev = Some(tick);
         // A command is at least a kind byte and an id byte.
         let m = r.count(MAX_COMMANDS_PER_INPUT, 2, "commands")?;
-        let mut commands = Vec::with_capacity(m);
-        for _ in 0..m {
-            commands.push(read_command(r)?);
+        if i == into.entries.len() {
+            into.entries.push(InputEntry {
+                tick,
+                commands: Vec::with_capacity(m),
+            });
         }
-        entries.push(InputEntry { tick, commands });
+        let e = &mut into.entries[i];
+        e.tick = tick;
+        e.commands.clear();
+        for _ in 0..m {
+            e.commands.push(read_command(r)?);
+        }
     }
     first_seq
         .checked_add(n as u64)
         .ok_or(DecodeError::OutOfRange("input seq"))?;
-    Ok(InputFrame { first_seq, entries })
+    into.first_seq = first_seq;
+    into.len = n;
+    Ok(())
 }

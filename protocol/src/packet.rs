@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{DecodeError, EncodeError};
-use crate::frame::Frame;
+use crate::frame::{Frame, InputScratch};
 use crate::wire::{Reader, Writer};
 
 /// The first two bytes of every packet: `LG`.
@@ -106,6 +106,65 @@ impl<'a> Packet<'a> {
     /// Encodes the packet into `buf`; returns the bytes written, or how many are needed.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         encode_packet(&self.header, &self.frames, buf)
+    }
+}
+
+/// A packet whose frames all decode, read again frame by frame when asked:
+/// what [`Packet::decode`] accepts, without collecting the frames, so the
+/// server's receive path keeps no memory per packet.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parsed<'a> {
+    pub(crate) header: Header,
+    body: &'a [u8],
+}
+
+impl<'a> Parsed<'a> {
+    /// Checks the header and every frame, as [`Packet::decode`] does;
+    /// Input frames are read into `input` (reusing its vectors).
+    pub(crate) fn decode(
+        bytes: &'a [u8],
+        input: &mut InputScratch,
+    ) -> Result<Parsed<'a>, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let header = Header::read(&mut r)?;
+        let body = r.bytes(r.remaining())?;
+        let mut check = Reader::new(body);
+        while !check.is_empty() {
+            Frame::read_reusing(&mut check, input)?;
+        }
+        Ok(Parsed { header, body })
+    }
+
+    /// A reader at the first frame, for [`read_next`](Self::read_next).
+    pub(crate) fn body(&self) -> Reader<'a> {
+        Reader::new(self.body)
+    }
+
+    /// The next frame, `Some(None)` for an Input frame (read into
+    /// `input`), `None` after the last.
+    pub(crate) fn read_next(
+        r: &mut Reader<'a>,
+        input: &mut InputScratch,
+    ) -> Option<Option<Frame<'a>>> {
+        if r.is_empty() {
+            None
+        } else {
+            // Every frame decoded in `decode`, so reading again cannot fail.
+            Frame::read_reusing(r, input).ok()
+        }
+    }
+
+    /// The frames, in order.
+    pub(crate) fn frames(&self) -> impl Iterator<Item = Frame<'a>> + 'a {
+        let mut r = Reader::new(self.body);
+        // Every frame decoded in `decode`, so reading again cannot fail.
+        core::iter::from_fn(move || {
+            if r.is_empty() {
+                None
+            } else {
+                Frame::read(&mut r).ok()
+            }
+        })
     }
 }
 

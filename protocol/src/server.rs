@@ -12,9 +12,10 @@ use crate::budget::{membership_bytes, BudgetStats, Pacer};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
-    ClientLimits, Frame, InputFrame, TickBatch, Welcome, WorldParams, MAX_COMMANDS_PER_INPUT,
+    ClientLimits, Frame, InputEntry, InputScratch, TickBatch, Welcome, WorldParams,
+    MAX_COMMANDS_PER_INPUT,
 };
-use crate::packet::{peek_version, Header, Packet, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
+use crate::packet::{peek_version, Header, Parsed, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
 use crate::reason::DisconnectReason;
 use crate::refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
@@ -197,18 +198,79 @@ enum PartState {
     Acked,
 }
 
+/// One part of a pending tick: its payload is `bytes[start..start + len]`
+/// of the tick.
 #[derive(Debug)]
 struct PendingPart {
-    payload: Vec<u8>,
+    start: usize,
+    len: usize,
     state: PartState,
 }
 
-#[derive(Debug)]
+/// One tick's parts for one connection, until every part is acknowledged.
+/// Its vectors are reused (see [`Spare`]), so a steady tick allocates nothing.
+#[derive(Debug, Default)]
 struct PendingTick {
     tick: u64,
     digest: u64,
+    /// The parts' payloads, one after another.
+    bytes: Vec<u8>,
     parts: Vec<PendingPart>,
     unacked: usize,
+}
+
+impl PendingTick {
+    fn payload(&self, p: &PendingPart) -> &[u8] {
+        &self.bytes[p.start..p.start + p.len]
+    }
+}
+
+/// Emptied buffers a connection reuses instead of allocating each tick:
+/// acknowledged ticks (with their payload and part vectors) and the
+/// records of packets whose fate is known. A connection holds at most as
+/// many ticks, pending and spare, as it ever had pending at once (bounded
+/// by [`ServerConfig::max_unacked_ticks`]), and as many packet records as
+/// its sent log ever held.
+#[derive(Debug, Default)]
+struct Spare {
+    ticks: Vec<PendingTick>,
+    sent: Vec<SentData>,
+}
+
+/// Leaves and Enters a connection's shadow view has room for in one part
+/// from the start, so that a crowd's churn seldom grows it.
+const SHADOW_CHURN: usize = 64;
+
+/// Parts a new pending tick and a new packet record have room for, so
+/// that most never grow.
+const FIRST_PARTS: usize = 8;
+
+impl Spare {
+    fn tick(&mut self) -> PendingTick {
+        self.ticks.pop().unwrap_or_else(|| PendingTick {
+            parts: Vec::with_capacity(FIRST_PARTS),
+            ..PendingTick::default()
+        })
+    }
+
+    fn sent(&mut self) -> SentData {
+        self.sent.pop().unwrap_or_else(|| SentData {
+            parts: Vec::with_capacity(FIRST_PARTS),
+            ..SentData::default()
+        })
+    }
+
+    fn put_tick(&mut self, mut t: PendingTick) {
+        t.bytes.clear();
+        t.parts.clear();
+        self.ticks.push(t);
+    }
+
+    fn put_sent(&mut self, mut d: SentData) {
+        d.parts.clear();
+        d.refused.clear();
+        self.sent.push(d);
+    }
 }
 
 /// What an ack-eliciting packet carried, to act on its fate.
@@ -256,6 +318,7 @@ struct Conn<A> {
     refusals: VecDeque<RefusedInput>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
+    spare: Spare,
     /// The bandwidth budget and update priorities, when the server has a
     /// budget; made at the first tick after the connection is accepted.
     pacer: Option<Pacer>,
@@ -285,6 +348,8 @@ pub struct Server<A> {
     id_counter: u64,
     cursor: u32,
     route: Vec<Event>,
+    /// Where received Input frames are read (vectors kept between calls).
+    input: InputScratch,
     rejected: Vec<(EntityId, usize)>,
     security: Option<Security>,
     /// Where sealed datagrams are opened (capacity kept between calls).
@@ -347,6 +412,7 @@ impl<A: Clone + Ord> Server<A> {
             id_counter: 0,
             cursor: 0,
             route: Vec::new(),
+            input: InputScratch::default(),
             rejected: Vec::new(),
             security: None,
             scratch: Vec::new(),
@@ -615,7 +681,7 @@ impl<A: Clone + Ord> Server<A> {
                 return;
             }
         }
-        let Ok(packet) = Packet::decode(bytes) else {
+        let Ok(packet) = Parsed::decode(bytes, &mut self.input) else {
             match known.and_then(|id| self.conns.get_mut(&id)) {
                 Some(c) => c.stats.packets_dropped += 1,
                 None => self.stats.unknown_dropped += 1,
@@ -682,7 +748,7 @@ impl<A: Clone + Ord> Server<A> {
             c.stats.auth_failed += 1;
             self.stats.auth_failed += 1;
         } else {
-            match Packet::decode(&scratch) {
+            match Parsed::decode(&scratch, &mut self.input) {
                 Ok(packet) => self.handle_conn_packet(now, id, &packet),
                 Err(_) => c.stats.packets_dropped += 1,
             }
@@ -693,14 +759,14 @@ impl<A: Clone + Ord> Server<A> {
     /// A Hello in clear from a connection's address: the client has not
     /// heard the Welcome yet. Only the same token may ask for it again;
     /// nothing else in clear touches the connection.
-    fn handle_hello_again(&mut self, id: u32, packet: &Packet<'_>) {
+    fn handle_hello_again(&mut self, id: u32, packet: &Parsed<'_>) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
         let same_token = packet.header.conn_id == 0
-            && packet.frames.iter().any(|f| match f {
+            && packet.frames().any(|f| match f {
                 Frame::Hello { token, nonce, .. } => {
-                    *token == c.hello_token.as_slice() && *nonce == c.hello_nonce
+                    token == c.hello_token.as_slice() && nonce == c.hello_nonce
                 }
                 _ => false,
             });
@@ -715,14 +781,14 @@ impl<A: Clone + Ord> Server<A> {
     /// Whether `packet` is a Hello (connection id 0) whose token or nonce
     /// differs from the one connection `id` began with: another client on
     /// its address, not the same client asking again.
-    fn is_other_hello(&self, id: u32, packet: &Packet<'_>) -> bool {
+    fn is_other_hello(&self, id: u32, packet: &Parsed<'_>) -> bool {
         let Some(c) = self.conns.get(&id) else {
             return false;
         };
         packet.header.conn_id == 0
-            && packet.frames.iter().any(|f| match f {
+            && packet.frames().any(|f| match f {
                 Frame::Hello { token, nonce, .. } => {
-                    *token != c.hello_token.as_slice() || *nonce != c.hello_nonce
+                    token != c.hello_token.as_slice() || nonce != c.hello_nonce
                 }
                 _ => false,
             })
@@ -754,16 +820,16 @@ impl<A: Clone + Ord> Server<A> {
         &mut self,
         now: Instant,
         from: A,
-        packet: &Packet<'_>,
+        packet: &Parsed<'_>,
         len: usize,
         replacing: Option<u32>,
     ) {
-        let hello = packet.frames.iter().find_map(|f| match f {
+        let hello = packet.frames().find_map(|f| match f {
             Frame::Hello {
                 version,
                 nonce,
                 token,
-            } => Some((*version, *nonce, *token)),
+            } => Some((version, nonce, token)),
             _ => None,
         });
         let Some((version, nonce, token)) = hello else {
@@ -828,7 +894,7 @@ impl<A: Clone + Ord> Server<A> {
             pong_due: None,
             next_input_seq: 0,
             last_input_tick: None,
-            shadow: View::new(),
+            shadow: View::with_churn(SHADOW_CHURN),
             claims,
             keys,
             hello_token: token.to_vec(),
@@ -838,6 +904,7 @@ impl<A: Clone + Ord> Server<A> {
             refusals: VecDeque::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
+            spare: Spare::default(),
             pacer: None,
             stats: ConnStats {
                 packets_received: 1,
@@ -853,7 +920,7 @@ impl<A: Clone + Ord> Server<A> {
         });
     }
 
-    fn handle_conn_packet(&mut self, now: Instant, id: u32, packet: &Packet<'_>) {
+    fn handle_conn_packet(&mut self, now: Instant, id: u32, packet: &Parsed<'_>) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -867,21 +934,37 @@ impl<A: Clone + Ord> Server<A> {
         let accepted = c.entity.is_some();
         let mut close = None;
         let mut eliciting = false;
-        for f in &packet.frames {
+        let mut r = packet.body();
+        while let Some(f) = Parsed::read_next(&mut r, &mut self.input) {
+            // An Input frame, read into the reused buffer.
+            let Some(f) = f else {
+                eliciting = true;
+                if accepted {
+                    let (first, inputs) = (self.input.first_seq, self.input.inputs());
+                    if let Err(reason) = c.deliver_inputs(first, inputs, &mut self.events) {
+                        close = Some(reason);
+                        break;
+                    }
+                }
+                continue;
+            };
             eliciting |= f.is_ack_eliciting();
             match f {
                 Frame::Padding => {}
                 Frame::Hello { .. } => c.welcome_due = accepted,
                 Frame::Input(input) => {
                     if accepted {
-                        if let Err(reason) = c.deliver_inputs(input, &mut self.events) {
+                        let first = input.first_seq;
+                        if let Err(reason) =
+                            c.deliver_inputs(first, &input.entries, &mut self.events)
+                        {
                             close = Some(reason);
                             break;
                         }
                     }
                 }
-                Frame::Ack { tick } => c.ack_through(*tick),
-                Frame::Ping { stamp } => c.pong_due = Some(*stamp),
+                Frame::Ack { tick } => c.ack_through(tick),
+                Frame::Ping { stamp } => c.pong_due = Some(stamp),
                 Frame::Bye => {
                     close = Some(DisconnectReason::Closed);
                     break;
@@ -1081,7 +1164,12 @@ impl<A: Clone + Ord> Server<A> {
             }
             let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
             let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
-            self.route.extend_from_slice(&views[v0..v1]);
+            // Without rejections to put first or a budget to choose by,
+            // the observer's events go straight from the kernel's slice.
+            let copy = !self.route.is_empty() || pace.bytes_per_sec.is_some();
+            if copy {
+                self.route.extend_from_slice(&views[v0..v1]);
+            }
             if let Some(bytes_per_sec) = pace.bytes_per_sec {
                 let at = locate(entity);
                 let paced = c
@@ -1098,7 +1186,12 @@ impl<A: Clone + Ord> Server<A> {
                     &mut self.route,
                 );
             }
-            match c.queue_tick(tick, digest, &self.route, budget, max_parts) {
+            let mine = if copy {
+                &self.route[..]
+            } else {
+                &views[v0..v1]
+            };
+            match c.queue_tick(tick, digest, mine, budget, max_parts) {
                 Ok(()) => {}
                 Err(reason) => {
                     closing.push((id, reason));
@@ -1249,10 +1342,11 @@ impl<A: Clone + Ord> Server<A> {
                     pending_bytes,
                     refusals,
                     stats,
+                    spare,
                     ..
                 } = c;
                 sent.on_timeout(now, rto, |fate, data| {
-                    packet_fate(pending, pending_bytes, refusals, stats, fate, &data)
+                    packet_fate(pending, pending_bytes, refusals, stats, spare, fate, data)
                 });
             }
         }
@@ -1263,17 +1357,28 @@ impl<A: Clone + Ord> Server<A> {
 }
 
 /// Acts on what became of a packet: its parts and refusals are
-/// acknowledged, or to be sent again.
+/// acknowledged, or to be sent again; its record is kept for reuse.
 fn packet_fate(
     pending: &mut VecDeque<PendingTick>,
     pending_bytes: &mut usize,
     refusals: &mut VecDeque<RefusedInput>,
     stats: &mut ConnStats,
+    spare: &mut Spare,
     fate: Fate,
-    data: &SentData,
+    data: SentData,
 ) {
-    part_fate(pending, pending_bytes, stats, fate, data);
-    refusal_fate(refusals, stats, fate, data);
+    part_fate(pending, pending_bytes, stats, spare, fate, &data);
+    refusal_fate(refusals, stats, fate, &data);
+    spare.put_sent(data);
+}
+
+/// Drops the fully acknowledged ticks at the front, keeping their buffers.
+fn pop_acked(pending: &mut VecDeque<PendingTick>, spare: &mut Spare) {
+    while pending.front().is_some_and(|t| t.unacked == 0) {
+        if let Some(t) = pending.pop_front() {
+            spare.put_tick(t);
+        }
+    }
 }
 
 /// What the budgeted send path needs of the server's configuration.
@@ -1315,7 +1420,7 @@ fn pace_updates(
         .iter()
         .flat_map(|t| t.parts.iter())
         .filter(|p| p.state == PartState::Unsent)
-        .map(|p| p.payload.len() + TICK_BATCH_OVERHEAD)
+        .map(|p| p.len + TICK_BATCH_OVERHEAD)
         .sum();
     let must = membership_bytes(&route[..membership], shadow.len())
         + resend
@@ -1344,6 +1449,7 @@ fn part_fate(
     pending: &mut VecDeque<PendingTick>,
     pending_bytes: &mut usize,
     stats: &mut ConnStats,
+    spare: &mut Spare,
     fate: Fate,
     data: &SentData,
 ) {
@@ -1365,8 +1471,7 @@ fn part_fate(
             (_, PartState::Acked) => {}
             (Fate::Acked, _) => {
                 p.state = PartState::Acked;
-                *pending_bytes -= p.payload.len();
-                p.payload = Vec::new();
+                *pending_bytes -= p.len;
                 t.unacked -= 1;
             }
             (Fate::Lost, PartState::InFlight(s)) if s == data.seq => {
@@ -1376,9 +1481,7 @@ fn part_fate(
             (Fate::Lost, _) => {}
         }
     }
-    while pending.front().is_some_and(|t| t.unacked == 0) {
-        pending.pop_front();
-    }
+    pop_acked(pending, spare);
 }
 
 /// Counts the refusals a packet carried as told, or queues them again
@@ -1408,10 +1511,11 @@ impl<A> Conn<A> {
             pending_bytes,
             refusals,
             stats,
+            spare,
             ..
         } = self;
         sent.on_ack(ack, bits, now, rtt, |fate, data| {
-            packet_fate(pending, pending_bytes, refusals, stats, fate, &data)
+            packet_fate(pending, pending_bytes, refusals, stats, spare, fate, data)
         });
     }
 
@@ -1424,21 +1528,19 @@ impl<A> Conn<A> {
             for p in t.parts.iter_mut() {
                 if p.state != PartState::Acked {
                     p.state = PartState::Acked;
-                    self.pending_bytes -= p.payload.len();
-                    p.payload = Vec::new();
+                    self.pending_bytes -= p.len;
                 }
             }
             t.unacked = 0;
         }
-        while self.pending.front().is_some_and(|t| t.unacked == 0) {
-            self.pending.pop_front();
-        }
+        pop_acked(&mut self.pending, &mut self.spare);
     }
 
     /// Hands the host each input it has not had yet, in order.
     fn deliver_inputs<B>(
         &mut self,
-        input: &InputFrame,
+        first_seq: u64,
+        entries: &[InputEntry],
         events: &mut VecDeque<ServerEvent<B>>,
     ) -> Result<(), DisconnectReason> {
         let Some(entity) = self.entity else {
@@ -1446,11 +1548,11 @@ impl<A> Conn<A> {
         };
         // An honest client repeats every unacknowledged input, oldest first,
         // so the frame never starts past the next input the server expects.
-        if input.first_seq > self.next_input_seq {
+        if first_seq > self.next_input_seq {
             return Err(DisconnectReason::ProtocolViolation);
         }
-        for (k, entry) in input.entries.iter().enumerate() {
-            let seq = input.first_seq + k as u64;
+        for (k, entry) in entries.iter().enumerate() {
+            let seq = first_seq + k as u64;
             if seq < self.next_input_seq {
                 continue;
             }
@@ -1505,17 +1607,24 @@ impl<A> Conn<A> {
         budget: usize,
         max_parts: usize,
     ) -> Result<(), DisconnectReason> {
-        let mut parts = Vec::new();
+        // Parts are encoded straight into the tick's reused payload buffer.
+        let mut t = self.spare.tick();
         let mut rest = events;
-        let mut buf = alloc::vec![0u8; budget];
         loop {
-            if parts.len() >= max_parts {
+            if t.parts.len() >= max_parts {
+                self.spare.put_tick(t);
                 return Err(DisconnectReason::LimitReached);
             }
-            let p = encode_part(rest, &mut self.shadow, &mut buf)
-                .map_err(|_| DisconnectReason::Desync)?;
-            parts.push(PendingPart {
-                payload: buf[..p.len].to_vec(),
+            let start = t.bytes.len();
+            t.bytes.resize(start + budget, 0);
+            let Ok(p) = encode_part(rest, &mut self.shadow, &mut t.bytes[start..]) else {
+                self.spare.put_tick(t);
+                return Err(DisconnectReason::Desync);
+            };
+            t.bytes.truncate(start + p.len);
+            t.parts.push(PendingPart {
+                start,
+                len: p.len,
                 state: PartState::Unsent,
             });
             self.pending_bytes += p.len;
@@ -1524,12 +1633,10 @@ impl<A> Conn<A> {
                 break;
             }
         }
-        self.pending.push_back(PendingTick {
-            tick,
-            digest,
-            unacked: parts.len(),
-            parts,
-        });
+        t.tick = tick;
+        t.digest = digest;
+        t.unacked = t.parts.len();
+        self.pending.push_back(t);
         Ok(())
     }
 
@@ -1586,14 +1693,12 @@ impl<A> Conn<A> {
             eliciting = true;
             Frame::Pong { stamp }.write_infallible(&mut w);
         }
-        let mut data = SentData {
-            seq,
-            parts: Vec::new(),
-            refused: Vec::new(),
-        };
+        let mut data = self.spare.sent();
+        data.seq = seq;
         'fill: for t in self.pending.iter_mut() {
             let parts = t.parts.len() as u16;
-            for (k, p) in t.parts.iter_mut().enumerate() {
+            for k in 0..t.parts.len() {
+                let p = &t.parts[k];
                 if p.state != PartState::Unsent {
                     continue;
                 }
@@ -1603,14 +1708,14 @@ impl<A> Conn<A> {
                     part: k as u16,
                     parts,
                     digest: t.digest,
-                    payload: &p.payload,
+                    payload: t.payload(p),
                 })
                 .write_infallible(&mut w);
                 if w.pos() > cap {
                     w.rewind(mark);
                     break 'fill;
                 }
-                p.state = PartState::InFlight(seq);
+                t.parts[k].state = PartState::InFlight(seq);
                 data.parts.push((t.tick, k as u16));
                 eliciting = true;
             }
@@ -1644,11 +1749,14 @@ impl<A> Conn<A> {
                 pending_bytes,
                 refusals,
                 stats,
+                spare,
                 ..
             } = self;
             sent.push(seq, now, data, |fate, d| {
-                packet_fate(pending, pending_bytes, refusals, stats, fate, &d)
+                packet_fate(pending, pending_bytes, refusals, stats, spare, fate, d)
             });
+        } else {
+            self.spare.put_sent(data);
         }
         let len = w.pos();
         self.stats.packets_sent += 1;

@@ -87,6 +87,16 @@ impl View {
         self.entries.clear();
     }
 
+    /// An empty view with room staged for `churn` Leaves and as many
+    /// Enters in one part, so a view that sees that many changes a tick
+    /// never grows its scratch.
+    pub(crate) fn with_churn(churn: usize) -> Self {
+        let mut v = View::new();
+        v.scratch.leaves.reserve(churn);
+        v.scratch.enters.reserve(churn);
+        v
+    }
+
     /// Merges the staged leaves and enters into `scratch.next`:
     /// `entries − leaves ∪ enters`, still sorted.
     pub(crate) fn merge_staged(&mut self) {

@@ -14,6 +14,8 @@ pub(crate) struct RateLimit<A> {
     window_start: Instant,
     counts: BTreeMap<A, u32>,
     per_sec: u32,
+    /// Whether this window already dropped the last window's entries.
+    pruned: bool,
 }
 
 impl<A: Ord + Clone> RateLimit<A> {
@@ -22,6 +24,7 @@ impl<A: Ord + Clone> RateLimit<A> {
             window_start: now,
             counts: BTreeMap::new(),
             per_sec,
+            pruned: false,
         }
     }
 
@@ -29,11 +32,26 @@ impl<A: Ord + Clone> RateLimit<A> {
     pub(crate) fn allow(&mut self, now: Instant, from: &A) -> bool {
         if now.saturating_duration_since(self.window_start) >= Duration::from_secs(1) {
             self.window_start = now;
-            self.counts.clear();
+            // Addresses that sent in the last window keep their entry at
+            // zero (a steady client costs no allocation a second); the
+            // others are forgotten.
+            self.counts.retain(|_, n| {
+                let active = *n > 0;
+                *n = 0;
+                active
+            });
+            self.pruned = false;
         }
         if let Some(n) = self.counts.get_mut(from) {
             *n = n.saturating_add(1);
             return *n <= self.per_sec;
+        }
+        if self.counts.len() >= MAX_TRACKED_ADDRS && !self.pruned {
+            // Only addresses heard in this window count against the limit
+            // (pruned once a window, so a flood of new addresses costs no
+            // scan each).
+            self.counts.retain(|_, n| *n > 0);
+            self.pruned = true;
         }
         if self.counts.len() >= MAX_TRACKED_ADDRS {
             return false;
@@ -42,7 +60,7 @@ impl<A: Ord + Clone> RateLimit<A> {
         self.per_sec >= 1
     }
 
-    /// Addresses tracked now.
+    /// Addresses tracked now: heard in this window, or in the last one.
     pub(crate) fn tracked(&self) -> usize {
         self.counts.len()
     }

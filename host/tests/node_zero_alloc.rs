@@ -1,0 +1,222 @@
+//! The node's tick never allocates in steady state: a counting global
+//! allocator watches `handle_datagram` (the clients' acknowledgements),
+//! `handle_timeout` (the tick: rules, kernel step, journal append,
+//! routing and encoding) and the `poll_transmit` drain for hundreds of
+//! ticks of wandering NPCs seen by acknowledging clients. The storage
+//! keeps nothing (what a journal writes is the file system's business),
+//! so what is measured is the node and the protocol around the kernel.
+//!
+//! This binary holds a single test so nothing else allocates while it
+//! measures.
+
+use std::alloc::System;
+use std::io;
+
+use lockgrid_host::journal::Record;
+use lockgrid_host::node::{
+    ClientHello, ClientInput, Node, NodeConfig, Refusal, Rules, Storage, StorageError,
+};
+use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Snapshot, Spawn, World};
+use lockgrid_protocol::{
+    Client, ClientConfig, DisconnectReason, Instant, ServerConfig, DEFAULT_MTU,
+};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const CLIENTS: u32 = 40;
+const NPCS: u64 = 800;
+const WARM_UP: u64 = 400;
+const MEASURED: u64 = 300;
+
+/// A journal that keeps nothing.
+struct NullStorage;
+
+impl Storage for NullStorage {
+    fn open(&mut self) -> Result<Option<lockgrid_host::node::Opened>, StorageError> {
+        Ok(None)
+    }
+
+    fn create(&mut self, _config: &Config) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn records(
+        &mut self,
+    ) -> Result<Box<dyn Iterator<Item = Result<Record, StorageError>> + '_>, StorageError> {
+        Ok(Box::new(std::iter::empty()))
+    }
+
+    fn append(
+        &mut self,
+        _tick: u64,
+        _commands: &[Command],
+        _digest: u64,
+    ) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn write_snapshot(&mut self, _snapshot: &Snapshot) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn snapshots(&mut self) -> Result<Vec<u64>, StorageError> {
+        Ok(Vec::new())
+    }
+
+    fn read_snapshot(&mut self, _tick: u64) -> Result<Snapshot, StorageError> {
+        Err(StorageError::Io(io::Error::other("no snapshots here")))
+    }
+
+    fn close(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+/// NPCs that each walk a step every tick, bouncing inside a square.
+struct Walk {
+    step: u64,
+}
+
+fn npc_pos(id: u64, step: u64) -> Pos {
+    // A triangle wave per NPC, integer only.
+    let phase = (step + id * 37) % 200;
+    let off = if phase < 100 { phase } else { 200 - phase } as i32;
+    let x = 1000 + (id % 40) as i32 * 25 + off;
+    let y = 1000 + (id / 40) as i32 * 25 + off / 2;
+    Pos::from_ints(x, y)
+}
+
+impl Rules for Walk {
+    fn start(&mut self, _world: &World, out: &mut Vec<Command>) {
+        for id in 1..=NPCS {
+            out.push(Command::Spawn(Spawn::npc(id, npc_pos(id, 0))));
+        }
+    }
+
+    fn admit(&mut self, _world: &World, _hello: &ClientHello<'_>) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    fn spawn(&mut self, _world: &World, entity: EntityId, _hello: &ClientHello<'_>) -> Spawn {
+        let k = (entity % 64) as i32;
+        Spawn::observer(
+            entity,
+            Pos::from_ints(1000 + k * 20, 1200),
+            Fix::from_num(300),
+        )
+    }
+
+    fn check_input(
+        &mut self,
+        _world: &World,
+        input: &ClientInput<'_>,
+        out: &mut Vec<Command>,
+    ) -> Result<(), Refusal> {
+        out.push(*input.command);
+        Ok(())
+    }
+
+    fn server_commands(&mut self, _world: &World, _tick: u64, out: &mut Vec<Command>) {
+        self.step += 1;
+        for id in 1..=NPCS {
+            out.push(Command::Move(Move {
+                id,
+                pos: npc_pos(id, self.step),
+                dir: 0,
+                speed: Fix::from_num(1),
+            }));
+        }
+    }
+
+    fn left(
+        &mut self,
+        _world: &World,
+        entity: EntityId,
+        _reason: DisconnectReason,
+        out: &mut Vec<Command>,
+    ) {
+        out.push(Command::Despawn { id: entity });
+    }
+}
+
+#[test]
+fn the_nodes_tick_does_not_allocate_in_steady_state() {
+    let world = Config {
+        width_cells: 40,
+        height_cells: 40,
+        ..Config::default()
+    };
+    let config = NodeConfig {
+        server: ServerConfig::default(),
+        snapshot_every: 0,
+        ..NodeConfig::default()
+    };
+    let t0 = Instant::from_micros(1);
+    let (mut node, _) =
+        Node::open(t0, config, &world, Walk { step: 0 }, NullStorage).expect("a new world");
+    let mut clients: Vec<Client<u32>> = (0..CLIENTS)
+        .map(|i| {
+            Client::new(ClientConfig::default(), 0, b"", u64::from(i), t0).expect("valid config")
+        })
+        .collect();
+    let mut buf = vec![0u8; DEFAULT_MTU];
+    let mut up: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut up_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 12);
+    let mut down: Vec<u8> = Vec::with_capacity(16 << 20);
+    let mut down_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 14);
+    let mut allocated = Vec::new();
+    let mut sent = 0u64;
+    for t in 1..=WARM_UP + MEASURED {
+        let now = Instant::from_micros(1 + t * 50_000);
+        up.clear();
+        up_at.clear();
+        for (i, c) in clients.iter_mut().enumerate() {
+            while let Some(tx) = c.poll_transmit(now, &mut buf).expect("mtu buffer") {
+                up_at.push((i as u32, up.len(), tx.len));
+                up.extend_from_slice(&buf[..tx.len]);
+            }
+        }
+        down.clear();
+        down_at.clear();
+        let region = Region::new(GLOBAL);
+        for &(from, at, len) in &up_at {
+            node.handle_datagram(now, from, &up[at..at + len]);
+        }
+        let ran = node.handle_timeout(now).expect("storage keeps nothing");
+        while let Some(tx) = node.poll_transmit(now, &mut buf).expect("mtu buffer") {
+            down_at.push((tx.destination, down.len(), tx.len));
+            down.extend_from_slice(&buf[..tx.len]);
+        }
+        let s = region.change();
+        assert!(ran.is_some(), "a tick is due every 50 ms");
+        if t > WARM_UP {
+            sent += down_at.len() as u64;
+            if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
+                allocated.push(format!("tick {t}: {s:?}"));
+            }
+        }
+        for &(to, at, len) in &down_at {
+            clients[to as usize].handle_datagram(now, 0, &down[at..at + len]);
+        }
+        for c in &mut clients {
+            while c.poll_event().is_some() {}
+        }
+    }
+    assert!(
+        allocated.is_empty(),
+        "{} of {MEASURED} ticks allocated, first: {:?}",
+        allocated.len(),
+        &allocated[..allocated.len().min(5)]
+    );
+    assert_eq!(node.clients().count(), CLIENTS as usize, "all joined");
+    assert!(
+        sent >= MEASURED * u64::from(CLIENTS),
+        "every client was sent each tick: {sent}"
+    );
+}

@@ -1,0 +1,172 @@
+//! The server's tick path never allocates in steady state: a counting
+//! global allocator watches `push_tick`, `poll_transmit`, `handle_timeout`
+//! and the clients' acknowledgements (`handle_datagram`) for hundreds of
+//! ticks of walking NPCs seen by acknowledging clients, with and without a
+//! bandwidth budget, on a link that loses one of the server's datagrams
+//! a tick (so parts are sent again).
+//!
+//! Buffers grow only when a connection meets a tick larger than any it
+//! had before, so the check starts after a warm-up.
+//!
+//! This binary holds a single test so nothing else allocates while it
+//! measures.
+
+mod common;
+
+use std::alloc::System;
+
+use common::crowd::{config, Layout, Walkers};
+use lockgrid_kernel::{Command, EntityId, Fix, Spawn, World};
+use lockgrid_protocol::{
+    Client, ClientConfig, ClientLimits, Instant, Server, ServerConfig, ServerEvent, WorldParams,
+    DEFAULT_MTU,
+};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const CLIENTS: usize = 60;
+const WARM_UP: u64 = 600;
+const MEASURED: u64 = 300;
+
+/// Runs one server and fails on any allocation in its measured ticks.
+fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budget: Option<u32>) {
+    let cfg = config();
+    let mut world = World::new(cfg).expect("valid config");
+    let server_config = ServerConfig {
+        budget_bytes_per_sec: budget,
+        ..ServerConfig::default()
+    };
+    let mut server: Server<u32> =
+        Server::new(server_config, WorldParams::from(&cfg)).expect("valid config");
+    let mut walkers = Walkers::new(layout, npcs, 3);
+    let mut clients: Vec<Client<u32>> = (0..CLIENTS)
+        .map(|i| {
+            Client::new(
+                ClientConfig::default(),
+                0,
+                b"",
+                i as u64,
+                Instant::from_micros(1),
+            )
+            .expect("valid config")
+        })
+        .collect();
+    let mut commands = walkers.spawns();
+    commands.reserve(npcs + CLIENTS);
+    let mut events = Vec::with_capacity(1 << 18);
+    let mut buf = vec![0u8; DEFAULT_MTU];
+    // Datagrams, each (address, start, len) in one flat buffer.
+    let mut up: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut up_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 12);
+    let mut down: Vec<u8> = Vec::with_capacity(16 << 20);
+    let mut down_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 14);
+    let (mut sent, mut allocated) = (0u64, Vec::new());
+    let mut dropped = 0u64;
+    for t in 1..=WARM_UP + MEASURED {
+        let now = Instant::from_micros(1 + t * 50_000);
+        let measured = t > WARM_UP;
+        up.clear();
+        up_at.clear();
+        for (i, c) in clients.iter_mut().enumerate() {
+            while let Some(tx) = c.poll_transmit(now, &mut buf).expect("mtu buffer") {
+                up_at.push((i as u32, up.len(), tx.len));
+                up.extend_from_slice(&buf[..tx.len]);
+            }
+        }
+        let region = Region::new(GLOBAL);
+        for &(from, at, len) in &up_at {
+            server.handle_datagram(now, from, &up[at..at + len]);
+        }
+        server.handle_timeout(now);
+        let handled = region.change();
+        while let Some(e) = server.poll_event() {
+            match e {
+                ServerEvent::Connecting { conn, from, .. } => {
+                    let id: EntityId = 100_000 + u64::from(from);
+                    let at = walkers.observer_spot(u64::from(from), CLIENTS as u64);
+                    let spawn = Spawn::observer(id, at, Fix::from_num(300));
+                    server
+                        .accept(conn, &spawn, ClientLimits::NONE)
+                        .expect("fresh entity");
+                    commands.push(Command::Spawn(spawn));
+                }
+                other => panic!("{name}: unexpected {other:?}"),
+            }
+        }
+        walkers.step(&mut commands);
+        events.clear();
+        let report = world.step(&commands, &mut events);
+        commands.clear();
+
+        down.clear();
+        down_at.clear();
+        let region = Region::new(GLOBAL);
+        let w = &world;
+        server
+            .push_tick_located(now, report.tick, report.digest, &events, |id| {
+                w.entity(id).map(|e| e.pos)
+            })
+            .expect("kernel order");
+        while let Some(tx) = server.poll_transmit(now, &mut buf).expect("mtu buffer") {
+            down_at.push((tx.destination, down.len(), tx.len));
+            down.extend_from_slice(&buf[..tx.len]);
+        }
+        let ticked = region.change();
+        if measured {
+            sent += down_at.len() as u64;
+            for (what, s) in [("acks", handled), ("tick", ticked)] {
+                if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
+                    allocated.push(format!("tick {t} {what}: {s:?}"));
+                }
+            }
+        }
+        // Each tick one client loses its first datagram (each client one
+        // in CLIENTS ticks): its parts are sent again. Losses far apart
+        // keep the depth of unacknowledged ticks bounded, as on a steady
+        // link; a run of losses deeper than any before needs more room.
+        let unlucky = (t % CLIENTS as u64) as u32;
+        let mut first = true;
+        for &(to, at, len) in &down_at {
+            if to == unlucky && first {
+                first = false;
+                dropped += 1;
+                continue;
+            }
+            clients[to as usize].handle_datagram(now, 0, &down[at..at + len]);
+        }
+        for c in &mut clients {
+            while c.poll_event().is_some() {}
+        }
+    }
+    assert!(
+        allocated.is_empty(),
+        "{name}: {} of {MEASURED} ticks allocated, first: {:?}",
+        allocated.len(),
+        &allocated[..allocated.len().min(5)]
+    );
+    let retransmitted: u64 = server
+        .connections()
+        .filter_map(|c| server.conn_stats(c))
+        .map(|s| s.parts_retransmitted)
+        .sum();
+    assert_eq!(server.connections().count(), CLIENTS, "{name}: all stayed");
+    assert!(sent > MEASURED * CLIENTS as u64, "{name}: the server sent");
+    assert!(
+        dropped > 0 && retransmitted > 0,
+        "{name}: losses were repaired"
+    );
+}
+
+#[test]
+fn the_servers_tick_path_does_not_allocate_in_steady_state() {
+    steady_state_is_allocation_free("uniform", Layout::Uniform, 4_000, None);
+    steady_state_is_allocation_free("hotspot", Layout::Hotspot, 600, None);
+    steady_state_is_allocation_free("hotspot 32 KiB/s", Layout::Hotspot, 600, Some(32 * 1024));
+    // The counter itself works: a visible allocation is seen.
+    let region = Region::new(GLOBAL);
+    let v = std::hint::black_box(vec![1u8; 64]);
+    drop(v);
+    assert_eq!(region.change().allocations, 1);
+}
