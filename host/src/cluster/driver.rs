@@ -438,12 +438,13 @@ async fn run(
         }
     };
     drop(sub);
-    // Say goodbye only when no input of a client awaits its tick (a
-    // goodbye packet acknowledges what it received).
-    if result.is_ok() && m.in_flight.is_empty() && !m.node.has_local() {
-        m.node.shutdown();
-        m.flush(&socket);
-    }
+    // Tell every client, however this node ends (a stop, or NATS lost
+    // for good): a goodbye (reason shutting_down) acknowledges nothing
+    // (its ack fields are 0, and the connections are gone before anything
+    // else could be sent), so an input still awaiting its tick is never
+    // taken for acknowledged, and a client can move to another node at once.
+    m.node.shutdown();
+    m.flush(&socket);
     if let Some(lead) = m.lead.take() {
         m.log.release_lease(lead.revision).await;
     }
