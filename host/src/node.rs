@@ -665,7 +665,14 @@ where
         if every > 0 && report.tick.is_multiple_of(every) {
             self.snapshot();
         }
-        // A client whose entity could not spawn (the world is full) is turned away.
+        self.release(now, &report);
+        Ok(report)
+    }
+
+    /// Hands a durable tick's events to the protocol and lets
+    /// [`poll_transmit`](Self::poll_transmit) send; a client whose entity
+    /// could not spawn (the world is full) is turned away.
+    fn release(&mut self, now: Instant, report: &TickReport) {
         let mut unspawned = Vec::new();
         for e in &self.events {
             let Event::Rejected {
@@ -733,7 +740,6 @@ where
         self.refuse(Refusal::Spoofed, foreign);
         self.refuse(Refusal::Malformed, dropped);
         self.sending = true;
-        Ok(report)
     }
 
     /// Writes a snapshot of the world; a failure is logged and counted, and

@@ -15,11 +15,11 @@
 //! The node's storage is not written by these calls: the driver's log is
 //! the record.
 
-use lockgrid_kernel::{Command, CommandKind, Event, TickReport, World};
-use lockgrid_protocol::{DisconnectReason, Instant};
-use tracing::{debug, warn};
+use lockgrid_kernel::{Command, TickReport, World};
+use lockgrid_protocol::Instant;
+use tracing::debug;
 
-use super::{Node, Refusal, Rules, Storage};
+use super::{Node, Rules, Storage};
 
 impl<A, R, S> Node<A, R, S>
 where
@@ -93,42 +93,7 @@ where
     /// [`poll_transmit`](Self::poll_transmit) send: call it only once the
     /// tick is durable wherever the driver keeps its record.
     pub fn release_tick(&mut self, now: Instant, report: &TickReport) {
-        let mut unspawned = Vec::new();
-        for e in &self.events {
-            let Event::Rejected {
-                entity, command, ..
-            } = e
-            else {
-                break;
-            };
-            if let Some(s) = self.sessions.get(entity) {
-                if *command == CommandKind::Spawn {
-                    unspawned.push((*entity, s.conn));
-                }
-            }
-        }
-        if let Err(e) = self
-            .server
-            .push_tick(now, report.tick, report.digest, &self.events)
-        {
-            warn!(tick = report.tick, "protocol refused the tick: {e}");
-        }
-        for (entity, conn) in unspawned {
-            warn!(entity, "client entity could not spawn");
-            self.sessions.remove(&entity);
-            self.refuse(Refusal::Full, 1);
-            let _ = self.server.reject(conn, DisconnectReason::ServerFull);
-            self.scratch.clear();
-            self.rules.left(
-                &self.world,
-                entity,
-                DisconnectReason::ServerFull,
-                &mut self.scratch,
-            );
-            self.queued
-                .extend(self.scratch.drain(..).filter(|c| c.entity() != entity));
-        }
-        self.sending = true;
+        self.release(now, report);
     }
 
     /// Replaces the world by `world` (rebuilt from the driver's record,
