@@ -245,7 +245,7 @@ fn token_refuses_bad_keys_and_durations() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("key file"));
     std::fs::write(&key, "ab".repeat(32)).expect("key file");
-    for bad in ["0s", "10x", "abc"] {
+    for bad in ["0s", "10x", "abc", "-5", "-5s", "-1m"] {
         let out = run(
             Command::new(BIN)
                 .args(["token", "--client-id", "1", "--expires", bad, "--key"])
@@ -253,6 +253,22 @@ fn token_refuses_bad_keys_and_durations() {
             Duration::from_secs(30),
         );
         assert!(!out.status.success(), "--expires {bad} accepted");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("--expires"));
+        let message = String::from_utf8_lossy(&out.stderr);
+        assert!(message.contains("--expires"), "{bad}: {message}");
+        // A negative value is validated, not taken for a flag.
+        assert!(!message.contains("unexpected argument"), "{bad}: {message}");
+        if bad.starts_with('-') {
+            assert!(message.contains("must be positive"), "{bad}: {message}");
+        }
     }
+    let out = run(
+        Command::new(BIN)
+            .args(["token", "--client-id", "-1", "--key"])
+            .arg(&key),
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success(), "--client-id -1 accepted");
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(message.contains("--client-id"), "{message}");
+    assert!(!message.contains("unexpected argument"), "{message}");
 }
