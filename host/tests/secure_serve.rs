@@ -213,6 +213,29 @@ fn a_keyed_server_admits_token_holders_only() {
         drive(client, served.addr),
         Err(DisconnectReason::TokenWrongServer)
     );
+
+    // Bots without the key hear why, in words, and what to do.
+    let out = run(
+        Command::new(BIN).args([
+            "bots",
+            "--clients",
+            "1",
+            "--seconds",
+            "1",
+            "--no-verify",
+            "--server",
+            &addr,
+        ]),
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success(), "bots without the key connected");
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        message.contains("the server refused them: invalid connect token"),
+        "{message}"
+    );
+    assert!(message.contains("give bots --key"), "{message}");
+    assert!(!message.contains("TokenInvalid"), "{message}");
     drop(served);
     let log = read(&log);
     assert!(log.contains("connect tokens required"), "{log}");
