@@ -127,7 +127,21 @@ impl fmt::Display for BotsError {
                     waited.as_secs_f64()
                 )?;
                 match (answered, refused) {
-                    (_, Some(reason)) => write!(f, "the server refused them ({reason:?})"),
+                    (_, Some(reason)) => {
+                        write!(f, "the server refused them: {reason}")?;
+                        if matches!(
+                            reason,
+                            DisconnectReason::TokenMissing | DisconnectReason::TokenInvalid
+                        ) {
+                            // The usual cause: a server with --key, bots without
+                            // it or with another key file.
+                            f.write_str(
+                                " (a server with --key admits only tokens minted with its key: \
+                                 give bots --key with the server's key file)",
+                            )?;
+                        }
+                        Ok(())
+                    }
                     (true, None) => f.write_str("something answered, but no connection was accepted"),
                     (false, None) => f.write_str(
                         "nothing answered there (is a server running, and is --server its address?)",

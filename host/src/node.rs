@@ -327,6 +327,7 @@ where
                 Refusal::Unauthentic,
                 server.auth_failed + server.address_mismatch,
             ),
+            (Refusal::Replayed, server.replayed),
         ] {
             if n > 0 {
                 *s.refused.entry(why).or_insert(0) += n;

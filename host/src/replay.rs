@@ -33,6 +33,8 @@ pub struct TickRange {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RangeError {
+    /// The range ends at tick 0: ticks are numbered from 1, so it holds none.
+    ToZero,
     /// The range starts after it ends: it holds no tick.
     FromAfterTo {
         /// Its first tick.
@@ -59,6 +61,9 @@ pub enum RangeError {
 impl fmt::Display for RangeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            RangeError::ToZero => {
+                f.write_str("--to 0: ticks are numbered from 1, so the range holds no tick")
+            }
             RangeError::FromAfterTo { from, to } => {
                 write!(
                     f,
@@ -100,6 +105,9 @@ impl TickRange {
     /// `last`. The default range of an empty journal is accepted (there is
     /// simply nothing to replay).
     pub fn check(&self, last: u64) -> Result<(), RangeError> {
+        if self.to == Some(0) {
+            return Err(RangeError::ToZero);
+        }
         if let Some(to) = self.to.filter(|to| *to < self.first()) {
             return Err(RangeError::FromAfterTo {
                 from: self.from,

@@ -1,5 +1,5 @@
-//! The sample `lockgrid.toml` at the root of the repository starts a server
-//! and means what its comments say.
+//! The sample `lockgrid.toml` at the root of the repository starts a server,
+//! means what its comments say, and shows every key a config may hold.
 
 mod serve_common;
 
@@ -53,4 +53,54 @@ fn the_sample_config_starts_a_server() {
         .filter(|c| matches!(c, lockgrid_kernel::Command::Spawn(_)))
         .count();
     assert_eq!(spawns, 20);
+}
+
+/// The keys `serve --config` accepts in `table`, as its refusal of an
+/// unknown key lists them.
+fn accepted_keys(table: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("unknown.toml");
+    std::fs::write(&file, format!("[{table}]\nno_such_key = 1\n")).expect("write config");
+    let out = run_bounded(
+        Command::new(BIN)
+            .args(["serve", "--addr", "127.0.0.1:0", "--ticks", "1", "--config"])
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("RUST_LOG", "warn"),
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success(), "an unknown key was accepted");
+    let message = String::from_utf8_lossy(&out.stderr).into_owned();
+    let list = message
+        .split("expected one of ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no list of keys in {message}"));
+    let keys: Vec<String> = list
+        .split(',')
+        .map(|k| k.trim().trim_matches('`').to_owned())
+        .filter(|k| !k.is_empty() && !k.contains(char::is_whitespace))
+        .collect();
+    assert!(keys.len() > 5, "{message}");
+    keys
+}
+
+#[test]
+fn the_sample_config_shows_every_key() {
+    let sample =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../lockgrid.toml"))
+            .expect("the sample config");
+    let world_at = sample.find("\n[world]").expect("a [world] table");
+    let (server, world) = sample.split_at(world_at);
+    for (table, text) in [("server", server), ("world", world)] {
+        for key in accepted_keys(table) {
+            // Set or shown commented out, with its default or an example.
+            let shown = text.lines().any(|line| {
+                let line = line.trim_start_matches('#').trim_start();
+                line.strip_prefix(key.as_str())
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            });
+            assert!(shown, "lockgrid.toml does not show [{table}] {key}");
+        }
+    }
 }

@@ -133,6 +133,10 @@ pub struct ServerStats {
     pub address_mismatch: u64,
     /// Sealed datagrams that failed authentication, over all connections.
     pub auth_failed: u64,
+    /// Sealed datagrams whose packet number was already received or is
+    /// older than the replay window, dropped before opening, over all
+    /// connections (duplicated by the network or replayed by an attacker).
+    pub replayed: u64,
 }
 
 /// Why [`Server::push_tick`] refused a tick; nothing was queued.
@@ -741,6 +745,7 @@ impl<A: Clone + Ord> Server<A> {
         if seq == 0 || c.recv.check(seq) != Receipt::New {
             c.stats.replayed += 1;
             c.stats.packets_dropped += 1;
+            self.stats.replayed += 1;
             return;
         }
         let mut scratch = core::mem::take(&mut self.scratch);

@@ -192,6 +192,7 @@ fn a_replayed_packet_is_dropped_and_counted_on_the_server() {
         .collect();
     assert!(old.len() > 3);
     let before = lan.server.conn_stats(conn).unwrap();
+    let server_before = lan.server.stats();
     for d in &old {
         lan.inject(HONEST, d.clone());
     }
@@ -199,6 +200,12 @@ fn a_replayed_packet_is_dropped_and_counted_on_the_server() {
     let after = lan.server.conn_stats(conn).unwrap();
     assert_eq!(after.replayed - before.replayed, old.len() as u64);
     assert_eq!(after.auth_failed, 0);
+    // Also counted server-wide, where it outlives the connection.
+    assert_eq!(
+        lan.server.stats().replayed - server_before.replayed,
+        old.len() as u64
+    );
+    assert_eq!(lan.server.stats().auth_failed, 0);
     honest_goes_on(&mut lan, HONEST);
 }
 

@@ -43,6 +43,7 @@ enum Commands {
     #[command(allow_negative_numbers = true)]
     Bots(bots::BotsArgs),
     /// Print a connect token (hex) for a client, minted with a server's key.
+    #[command(allow_negative_numbers = true)]
     Token(token::TokenArgs),
     /// Run a scenario file and print its JSON Lines event stream.
     #[command(allow_negative_numbers = true)]

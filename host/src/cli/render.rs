@@ -1,4 +1,4 @@
-//! `lockgrid render (SCENARIO.json | DATA_DIR) --tick T [--observer ID] [-o FILE.svg|FILE.png]`.
+//! `lockgrid render (SCENARIO.json | DATA_DIR | nats://…/NAME) --tick T [--observer ID] [-o FILE.svg|FILE.png]`.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use super::{output_error, Failure};
 /// Flags of `lockgrid render`.
 #[derive(Args, Debug)]
 pub(crate) struct RenderArgs {
-    /// A scenario file (`-`: standard input) or a data folder (its journal is replayed).
+    /// A scenario file (`-`: standard input), a data folder (its journal is replayed), or a cluster's world: nats://HOST:PORT[,nats://…]/NAME.
     input: PathBuf,
     /// The tick to draw (0: before the first).
     #[arg(long, value_name = "T")]
@@ -63,7 +63,16 @@ pub(crate) fn load_input(input: &Path) -> Result<Scenario, Failure> {
 
 pub(crate) fn run(args: RenderArgs) -> Result<(), Failure> {
     let output = output_of(args.output)?;
-    let mut scenario = load_input(&args.input)?;
+    // A cluster's world is exported to a temporary data folder first, as
+    // `replay` does, and drawn from there; messages still name the world.
+    let exported = super::cluster::replay_source(&args.input, None)?;
+    let input = exported.as_ref().map_or(args.input.as_path(), |e| e.dir());
+    let shown = args.input.display();
+    let mut scenario = if exported.is_some() {
+        journal_scenario(input).map_err(|e| Failure::new(format_args!("{shown}: {e}")))?
+    } else {
+        load_input(input)?
+    };
     let last = scenario.ticks.len() as u64;
     if args.tick > last {
         return Err(Failure::new(RenderError::PastTheEnd {
@@ -71,14 +80,13 @@ pub(crate) fn run(args: RenderArgs) -> Result<(), Failure> {
             last,
         }));
     }
-    if args.input.is_dir() {
-        check_journal(&args.input, args.tick)
-            .map_err(|e| Failure::new(format_args!("{}: {e}", args.input.display())))?;
+    if input.is_dir() {
+        check_journal(input, args.tick).map_err(|e| Failure::new(format_args!("{shown}: {e}")))?;
     }
     // Later ticks cannot change this one's picture.
     scenario.ticks.truncate(args.tick as usize);
     let timeline = Timeline::index(scenario, |_, _| {})
-        .map_err(|e| Failure::new(format_args!("{}: config: {e}", args.input.display())))?;
+        .map_err(|e| Failure::new(format_args!("{shown}: config: {e}")))?;
     let frame = timeline
         .frame(args.tick, args.observer)
         .map_err(Failure::new)?;

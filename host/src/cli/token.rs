@@ -19,7 +19,12 @@ pub(crate) struct TokenArgs {
     #[arg(long, value_name = "N")]
     client_id: u64,
     /// How long the token stays valid: seconds, or a number with s, m or h.
-    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        allow_hyphen_values = true
+    )]
     expires: String,
     /// A server the token is valid for (repeat for up to 8).
     #[arg(long = "server", value_name = "ADDR", default_value = "127.0.0.1:7777")]
@@ -34,6 +39,11 @@ pub(crate) struct TokenArgs {
 
 /// Seconds of "90", "90s", "15m", "2h".
 fn parse_duration(text: &str) -> Result<u64, Failure> {
+    if text.starts_with('-') {
+        return Err(Failure::new(format_args!(
+            "--expires {text}: must be positive"
+        )));
+    }
     let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         Some((i, _)) => text.split_at(i),
         None => (text, "s"),

@@ -94,6 +94,9 @@ pub enum Refusal {
     /// A sealed packet that failed authentication, or a packet naming a
     /// connection from an address that is not the connection's.
     Unauthentic,
+    /// A sealed packet whose number was already received or is older than
+    /// the replay window (a network duplicate or a replay).
+    Replayed,
     /// A reason of the embedder's own rules, by name.
     Custom(&'static str),
 }
@@ -101,7 +104,7 @@ pub enum Refusal {
 impl Refusal {
     /// The reasons every stats report lists, in report order (custom ones
     /// follow when they occurred).
-    pub const ALL: [Refusal; 12] = [
+    pub const ALL: [Refusal; 13] = [
         Refusal::Spoofed,
         Refusal::NotAMove,
         Refusal::TooFast,
@@ -114,6 +117,7 @@ impl Refusal {
         Refusal::Full,
         Refusal::Token,
         Refusal::Unauthentic,
+        Refusal::Replayed,
     ];
 
     /// The reason the client is told when its command is refused for
@@ -146,6 +150,7 @@ impl Refusal {
             Refusal::Full => "full",
             Refusal::Token => "token",
             Refusal::Unauthentic => "unauthentic",
+            Refusal::Replayed => "replayed",
             Refusal::Custom(name) => name,
         }
     }

@@ -483,6 +483,14 @@ fn tick_ranges_are_checked_against_the_journal() {
         range(1, Some(41)).check(40),
         Err(RangeError::ToPastEnd { to: 41, last: 40 })
     );
+    // Tick 0 is no tick: the message names only what was asked.
+    assert_eq!(range(1, Some(0)).check(40), Err(RangeError::ToZero));
+    assert_eq!(range(0, Some(0)).check(40), Err(RangeError::ToZero));
+    assert_eq!(range(0, Some(1)).check(40), Ok(()));
+    assert_eq!(
+        RangeError::ToZero.to_string(),
+        "--to 0: ticks are numbered from 1, so the range holds no tick"
+    );
     assert_eq!(
         RangeError::FromPastEnd { from: 2, last: 0 }.to_string(),
         "--from 2 is past the journal's last tick 0 (it holds no tick yet)"

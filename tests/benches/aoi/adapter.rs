@@ -3,33 +3,84 @@
 //! It applies a tick's commands to its own entity table, lets the peer
 //! update its index, then for every observer in ascending id order asks the
 //! peer for neighbours, applies the kernel's visibility rule exactly (cell
-//! rule or `dist² ≤ r²`, crowd culling by `(dist², id)`), sorts by id and
-//! diffs against the last tick, emitting Leave then Enter events as the
-//! kernel does. Only the neighbour query differs between peers.
+//! rule or `dist² ≤ r²` with the observer's own radius, crowd culling by
+//! `(dist², id)`), sorts by id and diffs against the last tick, emitting
+//! Leave then Enter events as the kernel does. Only the neighbour query
+//! differs between peers, and the diff for a peer that brings its own
+//! ([`Peer::diff`]). The workloads' hysteresis is 0, so entering and
+//! staying are one test, `dist² ≤ r²`.
 //!
 //! Peers index *seats*, dense from 0: the first entities' ids are their
 //! seats, and a despawn is always followed by the spawn that takes over
 //! its seat (the churn workload), which a peer sees as a move. A despawned
 //! observer's view goes without events, as in the kernel.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use lockgrid_kernel::{Command, Dir, Event, EventSink, Fix, Pos, Visibility};
 
-use crate::workload::{CELL, Q, RADIUS};
+use crate::workload::{CELL, Q};
+
+/// The seats' state as a peer's index sees it, all by seat.
+pub struct Seats<'a> {
+    /// Positions in world units, exact in `f64`.
+    pub f: &'a [[f64; 2]],
+    /// The same positions in lattice units.
+    pub q: &'a [(i64, i64)],
+    /// An observer's view radius in lattice units; `None` for an NPC.
+    pub sight: &'a [Option<i64>],
+}
 
 /// A spatial index under test.
 pub trait Peer {
     /// Brings the index up to date with this tick's positions; `moved` lists
-    /// the entities (indices into `pos`) that spawned or moved.
-    fn sync(&mut self, pos: &[[f64; 2]], moved: &[u32]);
+    /// the entities (seats) that spawned or moved.
+    fn sync(&mut self, seats: &Seats, moved: &[u32]);
 
-    /// Visits every entity inside the closed box `lo..=hi`; extra ones are
-    /// allowed (the adapter filters by cell).
-    fn visit_box(&mut self, lo: [f64; 2], hi: [f64; 2], f: impl FnMut(u32));
+    /// Visits every entity inside the closed box `lo..=hi`, the nine cells
+    /// around observer `o`; extra ones are allowed (the adapter filters by
+    /// cell).
+    fn visit_box(&mut self, o: u32, lo: [f64; 2], hi: [f64; 2], f: impl FnMut(u32));
 
-    /// Visits exactly the entities with `dist² ≤ r2` from `p`.
-    fn visit_within(&mut self, p: [f64; 2], r2: f64, f: impl FnMut(u32));
+    /// Visits exactly the entities with `dist² ≤ r2` from `p`, where
+    /// observer `o` stands.
+    fn visit_within(&mut self, o: u32, p: [f64; 2], r2: f64, f: impl FnMut(u32));
+
+    /// Emits the Leaves and then the Enters, each ascending, that turn the
+    /// view `old` (ids, ascending) into `new` (`(id, seat)`, ascending by
+    /// id): `leave(id)`, `enter(id, seat)`. By default, one merge of the
+    /// two sorted lists.
+    fn diff(
+        &mut self,
+        old: &[u32],
+        new: &[(i64, u32)],
+        mut leave: impl FnMut(u32),
+        mut enter: impl FnMut(u32, u32),
+    ) {
+        let id = |c: &(i64, u32)| c.0 as u32;
+        // Leaves: old entries missing from the new set.
+        let mut k = 0;
+        for &s in old {
+            while k < new.len() && id(&new[k]) < s {
+                k += 1;
+            }
+            if k == new.len() || id(&new[k]) != s {
+                leave(s);
+            }
+        }
+        // Enters: new entries missing from the old set.
+        let mut k = 0;
+        for c in new {
+            let s = id(c);
+            while k < old.len() && old[k] < s {
+                k += 1;
+            }
+            if k == old.len() || old[k] != s {
+                enter(s, c.1);
+            }
+        }
+    }
 }
 
 /// Per-entity state the events carry.
@@ -62,6 +113,8 @@ pub struct Adapter {
     /// The same positions in world units, exact in `f64`: what peers index.
     f: Vec<[f64; 2]>,
     cell: Vec<(i64, i64)>,
+    /// View radius in lattice units, by seat (`None` for NPCs).
+    sight: Vec<Option<i64>>,
     shown: Vec<Shown>,
     /// Observer seats, ascending by id.
     observers: Vec<u32>,
@@ -87,6 +140,7 @@ impl Adapter {
             q: Vec::new(),
             f: Vec::new(),
             cell: Vec::new(),
+            sight: Vec::new(),
             shown: Vec::new(),
             observers: Vec::new(),
             views: Vec::new(),
@@ -104,7 +158,12 @@ impl Adapter {
         sink: &mut S,
     ) {
         self.apply(commands);
-        peer.sync(&self.f, &self.moved);
+        let seats = Seats {
+            f: &self.f,
+            q: &self.q,
+            sight: &self.sight,
+        };
+        peer.sync(&seats, &self.moved);
         self.evaluate(peer, sink);
     }
 
@@ -131,6 +190,7 @@ impl Adapter {
             + self.q.capacity() * size_of::<(i64, i64)>()
             + self.f.capacity() * size_of::<[f64; 2]>()
             + self.cell.capacity() * size_of::<(i64, i64)>()
+            + self.sight.capacity() * size_of::<Option<i64>>()
             + self.shown.capacity() * size_of::<Shown>()
             + self.observers.capacity() * size_of::<u32>()
             + self.views.capacity() * size_of::<Vec<u32>>()
@@ -167,6 +227,11 @@ impl Adapter {
                     };
                     self.last_id = self.last_id.max(s.id);
                     self.shown[seat as usize].layers = s.layers;
+                    self.sight[seat as usize] = s.observer.then(|| {
+                        let bits = s.radius.to_bits();
+                        assert_eq!(bits % (65536 / Q), 0, "radii lie on the lattice");
+                        bits / (65536 / Q)
+                    });
                     (seat, s.pos, s.dir, s.speed)
                 }
                 Command::Move(m) => (self.seat(m.id), m.pos, m.dir, m.speed),
@@ -219,6 +284,7 @@ impl Adapter {
         self.q.push((0, 0));
         self.f.push([0.0; 2]);
         self.cell.push((0, 0));
+        self.sight.push(None);
         self.shown.push(Shown {
             pos: Pos::default(),
             dir: 0,
@@ -242,6 +308,7 @@ impl Adapter {
             q,
             f,
             cell,
+            sight,
             shown,
             observers,
             views,
@@ -257,7 +324,6 @@ impl Adapter {
             let (dx, dy) = (a.0 - b.0, a.1 - b.1);
             dx * dx + dy * dy
         };
-        let r = (RADIUS) as f64;
         for &o in observers.iter() {
             let oi = o as usize;
             candidates.clear();
@@ -273,7 +339,7 @@ impl Adapter {
                         ((cx + 2) * CELL) as f64 - last,
                         ((cy + 2) * CELL) as f64 - last,
                     ];
-                    peer.visit_box(lo, hi, |s| {
+                    peer.visit_box(o, lo, hi, |s| {
                         let (sx, sy) = cell[s as usize];
                         if s != o && (sx - cx).abs() <= 1 && (sy - cy).abs() <= 1 {
                             candidates.push((dist2(qo, q[s as usize]), s));
@@ -281,7 +347,9 @@ impl Adapter {
                     });
                 }
                 Visibility::Radius => {
-                    peer.visit_within(f[oi], r * r, |s| {
+                    // Exact in f64: a lattice radius squared.
+                    let r = sight[oi].expect("observers have a radius") as f64 / Q as f64;
+                    peer.visit_within(o, f[oi], r * r, |s| {
                         if s != o {
                             candidates.push((dist2(qo, q[s as usize]), s));
                         }
@@ -304,45 +372,30 @@ impl Adapter {
                 candidates.truncate(*max_view);
             }
             // Then the distance is done with: it makes room for the id.
+            for c in candidates.iter_mut() {
+                c.0 = i64::from(id_at(c.1));
+            }
             if churned {
-                for c in candidates.iter_mut() {
-                    c.0 = i64::from(id_at(c.1));
-                }
                 candidates.sort_unstable_by_key(|c| c.0);
             } else {
                 candidates.sort_unstable_by_key(|c| c.1);
             }
-            // A candidate's id: its seat, or what replaced its distance.
-            let id_of = |&(id, seat): &(i64, u32)| match churned {
-                false => seat,
-                true => id as u32,
-            };
 
             let old = &mut views[oi];
             let observer = u64::from(ids[oi]);
-            // Leaves: old entries missing from the new set.
-            let mut k = 0;
-            for &s in old.iter() {
-                while k < candidates.len() && id_of(&candidates[k]) < s {
-                    k += 1;
-                }
-                if k == candidates.len() || id_of(&candidates[k]) != s {
-                    sink.event(Event::Leave {
+            let sink = RefCell::new(&mut *sink);
+            peer.diff(
+                old,
+                candidates,
+                |s| {
+                    sink.borrow_mut().event(Event::Leave {
                         observer,
                         subject: u64::from(s),
-                    });
-                }
-            }
-            // Enters: new entries missing from the old set.
-            let mut k = 0;
-            for c in candidates.iter() {
-                let (s, seat) = (id_of(c), c.1);
-                while k < old.len() && old[k] < s {
-                    k += 1;
-                }
-                if k == old.len() || old[k] != s {
+                    })
+                },
+                |s, seat| {
                     let e = shown[seat as usize];
-                    sink.event(Event::Enter {
+                    sink.borrow_mut().event(Event::Enter {
                         observer,
                         subject: u64::from(s),
                         pos: e.pos,
@@ -350,10 +403,10 @@ impl Adapter {
                         speed: e.speed,
                         layers: e.layers,
                     });
-                }
-            }
+                },
+            );
             old.clear();
-            old.extend(candidates.iter().map(id_of));
+            old.extend(candidates.iter().map(|c| c.0 as u32));
         }
     }
 }

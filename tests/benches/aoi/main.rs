@@ -5,10 +5,22 @@
 //! cargo bench -p lockgrid-tests --bench aoi -- --quick            # smoke run
 //! cargo bench -p lockgrid-tests --bench aoi -- --workload uniform-10k --mode radius
 //! cargo bench -p lockgrid-tests --bench aoi -- --workload uniform-10k --lockgrid-only --ticks 20
+//! cargo bench -p lockgrid-tests --bench aoi -- --workload mixed,dense,stopgo,radius-mix
 //! ```
 //!
+//! Workloads (`workload.rs`): `uniform-1k`, `uniform-10k`, `uniform-100k`
+//! (everyone walks), `hotspot-10k`, `teleport-10k`, `npc-10k`, `calm-10k`,
+//! `town-10k`, `churn-10k`; `mixed1-10k` and `mixed10-10k` (the uniform
+//! walk with 1% or 10% staying put each tick), `mixed-int-10k` (whole-unit
+//! steps in −5..=5, so 1 in 121 moves to where it stands), `dense-50k` and
+//! `dense-cull-50k` (five times the density, without and with crowd
+//! culling), `stopgo-10k` (runs of 5–40 ticks walking, then standing) and
+//! `radius-mix-10k` (view radii of 50–150 units, 1% staying put).
+//!
 //! Every contender is fed the same seeded command stream. The peers
-//! (flat_spatial, kiddo, rstar, brute force) go through one shared adapter
+//! (flat_spatial, kiddo, rstar, a plain grid with mark-diff views, a
+//! cross-linked list as KBEngine and BigWorld build it, brute force) go
+//! through one shared adapter
 //! that turns neighbour queries into Enter/Leave events exactly as the
 //! kernel defines them; before a peer is timed, its visible sets are checked
 //! against the kernel's for several ticks, and a peer that disagrees is not
@@ -17,8 +29,10 @@
 //! tick with the default throttle is its own row. Output is Markdown.
 
 mod adapter;
+mod crosslist;
 mod measure;
 mod peers;
+mod plain_grid;
 mod workload;
 
 use std::fmt::Write as _;
@@ -27,11 +41,13 @@ use lockgrid_kernel::{Command, EntityId, Visibility, World};
 
 use adapter::{Adapter, Peer};
 use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
-use workload::{Kind, Spec, Stream, MAX_VIEW};
+use workload::{Kind, Spec, Stream};
 
 const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
            [--lockgrid-only [--full-tick]] [--cold] [--ticks N]
-  --quick      few ticks per workload, skips N = 100k unless named: a smoke run
+  --quick      few ticks per workload, a smoke run: skips N > 10k, mixed10-10k,
+               mixed-int-10k and stopgo-10k unless named, and the cross-linked
+               list on teleport-10k (a teleport walks the whole lists)
   --lockgrid-only  time only the comparable lockgrid row (for profiling the kernel)
   --full-tick  with --lockgrid-only, time the full-tick row too
   --cold       sweep 64 MiB through the caches before every timed step, as the
@@ -39,7 +55,9 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --ticks      timed ticks per contender, overriding the plan
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
-               churn-10k)
+               churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
+               dense-cull-50k, stopgo-10k, radius-mix-10k); --quick skips the
+               dense ones unless named
   --mode       only this visibility mode";
 
 struct Options {
@@ -147,14 +165,18 @@ enum PeerKind {
     Kiddo,
     RstarBulk,
     RstarIncremental,
+    PlainGrid,
+    CrossList,
     Brute,
 }
 
-const PEERS: [PeerKind; 5] = [
+const PEERS: [PeerKind; 7] = [
     PeerKind::FlatSpatial,
     PeerKind::Kiddo,
     PeerKind::RstarBulk,
     PeerKind::RstarIncremental,
+    PeerKind::PlainGrid,
+    PeerKind::CrossList,
     PeerKind::Brute,
 ];
 
@@ -165,15 +187,22 @@ impl PeerKind {
             PeerKind::Kiddo => "kiddo 6.3 ImmutableKdTree, rebuilt",
             PeerKind::RstarBulk => "rstar 0.14 RTree, bulk-loaded",
             PeerKind::RstarIncremental => "rstar 0.14 RTree, remove + insert",
+            PeerKind::PlainGrid => "plain-grid: counting-sort grid, mark-diff views",
+            PeerKind::CrossList => "crosslist: KBEngine/BigWorld sorted x/y lists",
             PeerKind::Brute => "brute force O(N²)",
         }
     }
 
-    /// Why this peer is left out at this size, if it is.
-    fn skipped(self, n: u32, quick: bool) -> Option<&'static str> {
+    /// Why this peer is left out of this workload, if it is.
+    fn skipped(self, spec: &Spec, quick: bool) -> Option<&'static str> {
         match self {
-            PeerKind::Brute if n > 10_000 => Some("skipped: O(N²) would take minutes per tick"),
-            PeerKind::Brute if quick && n > 1_000 => Some("skipped in --quick"),
+            PeerKind::Brute if spec.n > 10_000 => {
+                Some("skipped: O(N²) would take minutes per tick")
+            }
+            PeerKind::Brute if quick && spec.n > 1_000 => Some("skipped in --quick"),
+            PeerKind::CrossList if quick && spec.kind == Kind::Teleport => {
+                Some("skipped in --quick: teleports walk the whole lists (~1 s a tick)")
+            }
             _ => None,
         }
     }
@@ -203,10 +232,22 @@ fn main() {
         Spec::new(Kind::Calm, 10_000),
         Spec::new(Kind::Town, 10_000),
         Spec::new(Kind::Churn, 10_000),
+        Spec::new(Kind::Mixed1, 10_000),
+        Spec::new(Kind::Mixed10, 10_000),
+        Spec::new(Kind::MixedInt, 10_000),
+        Spec::new(Kind::Dense, 50_000),
+        Spec::new(Kind::DenseCull, 50_000),
+        Spec::new(Kind::StopGo, 10_000),
+        Spec::new(Kind::RadiusMix, 10_000),
     ];
     if opts.only.is_empty() {
         if opts.quick {
-            specs.retain(|s| s.n <= 10_000);
+            // The smoke run keeps one walk with entities staying put
+            // (mixed1) and the per-observer radii (radius-mix) of the
+            // round-2 workloads.
+            specs.retain(|s| {
+                s.n <= 10_000 && !matches!(s.kind, Kind::Mixed10 | Kind::MixedInt | Kind::StopGo)
+            });
         }
     } else {
         specs.retain(|s| opts.only.iter().any(|w| s.name.contains(w.as_str())));
@@ -347,7 +388,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         ));
     }
     for kind in PEERS {
-        let skipped = match kind.skipped(spec.n, quick) {
+        let skipped = match kind.skipped(spec, quick) {
             _ if opts.lockgrid_only => Some("skipped: --lockgrid-only"),
             why => why,
         };
@@ -358,6 +399,12 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
                 PeerKind::Kiddo => peer_entry(spec, mode, p, peers::Kiddo::new),
                 PeerKind::RstarBulk => peer_entry(spec, mode, p, peers::Rstar::bulk),
                 PeerKind::RstarIncremental => peer_entry(spec, mode, p, peers::Rstar::incremental),
+                PeerKind::PlainGrid => {
+                    peer_entry(spec, mode, p, || plain_grid::PlainGrid::new(spec.cells()))
+                }
+                PeerKind::CrossList => {
+                    peer_entry(spec, mode, p, || crosslist::CrossList::new(mode))
+                }
                 PeerKind::Brute => peer_entry(
                     spec,
                     mode,
@@ -444,13 +491,18 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
 
     let mut out = String::new();
     let cells = spec.cells();
+    let max_view = spec.max_view(mode);
+    let radius = match spec.radii() {
+        (lo, hi) if lo == hi => format!("radius {lo}"),
+        (lo, hi) => format!("radii {lo}–{hi} (one per observer)"),
+    };
     let _ = writeln!(out, "### {} · {}\n", spec.name, mode_name(mode));
     let _ = writeln!(
         out,
-        "N = {} ({} observers), world {} × {} units ({} × {} cells of 100), radius 100, \
-         hysteresis 0. Ticks: {} checked against the kernel, then per contender {} warm-up \
-         and {} timed (brute force: at most {}). Visible pairs at the last tick: {} \
-         ({:.1} per observer).",
+        "N = {} ({} observers), world {} × {} units ({} × {} cells of 100), {radius}, \
+         hysteresis 0, max_view {max_view}. Ticks: {} checked against the kernel, then per \
+         contender {} warm-up and {} timed (brute force: at most {}). Visible pairs at the \
+         last tick: {} ({:.1} per observer).",
         spec.n,
         observers,
         spec.side,
@@ -464,17 +516,17 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         pairs,
         pairs as f64 / f64::from(observers)
     );
-    if max_candidates > MAX_VIEW as usize {
+    if max_candidates > max_view as usize {
         let _ = writeln!(
             out,
             "Crowd culling is active: the largest candidate set is {max_candidates} > max_view \
-             {MAX_VIEW}; the kernel keeps the nearest by (dist², id) and the adapter applies \
+             {max_view}; the kernel keeps the nearest by (dist², id) and the adapter applies \
              the same culling for every peer."
         );
     } else if max_candidates > 0 {
         let _ = writeln!(
             out,
-            "Largest candidate set {max_candidates} ≤ max_view {MAX_VIEW}: no culling, like for like."
+            "Largest candidate set {max_candidates} ≤ max_view {max_view}: no culling, like for like."
         );
     }
     let _ = writeln!(
@@ -667,7 +719,7 @@ fn peer_entry<P: Peer + 'static>(
 ) -> Result<Entry, String> {
     verify(spec, mode, p.verify, make())?;
     Ok(Entry::new(p.timed, || Peered {
-        adapter: Adapter::new(mode, MAX_VIEW),
+        adapter: Adapter::new(mode, spec.max_view(mode)),
         peer: make(),
         max_candidates: 0,
     }))
@@ -677,7 +729,7 @@ fn peer_entry<P: Peer + 'static>(
 /// every observer's visible set and the tick's Enter/Leave counts.
 fn verify<P: Peer>(spec: &Spec, mode: Visibility, ticks: u64, mut peer: P) -> Result<(), String> {
     let mut world = World::new(spec.config(mode, true)).expect("workload configs are valid");
-    let mut adapter = Adapter::new(mode, MAX_VIEW);
+    let mut adapter = Adapter::new(mode, spec.max_view(mode));
     let mut stream = Stream::new(spec);
     let mut commands = Vec::new();
     for tick in 1..=ticks {

@@ -6,7 +6,7 @@ use kiddo::{Eytzinger, ImmutableKdTree, QueryScratch, SquaredEuclidean};
 use rstar::primitives::GeomWithData;
 use rstar::{RTree, AABB};
 
-use crate::adapter::Peer;
+use crate::adapter::{Peer, Seats};
 use crate::workload::CELL;
 
 fn within(a: [f64; 2], b: [f64; 2], r2: f64) -> bool {
@@ -31,7 +31,8 @@ impl FlatSpatial {
 }
 
 impl Peer for FlatSpatial {
-    fn sync(&mut self, pos: &[[f64; 2]], moved: &[u32]) {
+    fn sync(&mut self, seats: &Seats, moved: &[u32]) {
+        let pos = seats.f;
         for &i in moved {
             // Lattice coordinates are exact in f32 (below 2^24 / 256 units).
             let p = [pos[i as usize][0] as f32, pos[i as usize][1] as f32];
@@ -43,7 +44,7 @@ impl Peer for FlatSpatial {
         self.grid.maintain();
     }
 
-    fn visit_box(&mut self, lo: [f64; 2], hi: [f64; 2], mut f: impl FnMut(u32)) {
+    fn visit_box(&mut self, _o: u32, lo: [f64; 2], hi: [f64; 2], mut f: impl FnMut(u32)) {
         let grid = &self.grid;
         let (lo, hi) = ([lo[0] as f32, lo[1] as f32], [hi[0] as f32, hi[1] as f32]);
         grid.query_visitor(lo, hi, |(h, _)| {
@@ -53,7 +54,7 @@ impl Peer for FlatSpatial {
         });
     }
 
-    fn visit_within(&mut self, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
+    fn visit_within(&mut self, _o: u32, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
         let grid = &self.grid;
         let r = r2.sqrt();
         let lo = [(p[0] - r) as f32, (p[1] - r) as f32];
@@ -86,18 +87,18 @@ impl Kiddo {
 }
 
 impl Peer for Kiddo {
-    fn sync(&mut self, pos: &[[f64; 2]], _moved: &[u32]) {
-        self.tree = Some(ImmutableKdTree::new_from_slice(pos).expect("kiddo builds the tree"));
+    fn sync(&mut self, seats: &Seats, _moved: &[u32]) {
+        self.tree = Some(ImmutableKdTree::new_from_slice(seats.f).expect("kiddo builds the tree"));
     }
 
     /// kiddo has no box query: the circle around the box, filtered later.
-    fn visit_box(&mut self, lo: [f64; 2], hi: [f64; 2], f: impl FnMut(u32)) {
+    fn visit_box(&mut self, o: u32, lo: [f64; 2], hi: [f64; 2], f: impl FnMut(u32)) {
         let c = [(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0];
         let (hx, hy) = ((hi[0] - lo[0]) / 2.0, (hi[1] - lo[1]) / 2.0);
-        self.visit_within(c, hx * hx + hy * hy, f);
+        self.visit_within(o, c, hx * hx + hy * hy, f);
     }
 
-    fn visit_within(&mut self, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
+    fn visit_within(&mut self, _o: u32, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
         let Some(tree) = &self.tree else { return };
         tree.query(&p)
             .within::<SquaredEuclidean<f64>>(r2)
@@ -137,7 +138,8 @@ impl Rstar {
 }
 
 impl Peer for Rstar {
-    fn sync(&mut self, pos: &[[f64; 2]], moved: &[u32]) {
+    fn sync(&mut self, seats: &Seats, moved: &[u32]) {
+        let pos = seats.f;
         if !self.incremental || self.tree.size() == 0 {
             let points = pos
                 .iter()
@@ -160,13 +162,13 @@ impl Peer for Rstar {
         }
     }
 
-    fn visit_box(&mut self, lo: [f64; 2], hi: [f64; 2], mut f: impl FnMut(u32)) {
+    fn visit_box(&mut self, _o: u32, lo: [f64; 2], hi: [f64; 2], mut f: impl FnMut(u32)) {
         for hit in self.tree.locate_in_envelope(AABB::from_corners(lo, hi)) {
             f(hit.data);
         }
     }
 
-    fn visit_within(&mut self, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
+    fn visit_within(&mut self, _o: u32, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
         for hit in self.tree.locate_within_distance(p, r2) {
             f(hit.data);
         }
@@ -185,12 +187,12 @@ impl Brute {
 }
 
 impl Peer for Brute {
-    fn sync(&mut self, pos: &[[f64; 2]], _moved: &[u32]) {
+    fn sync(&mut self, seats: &Seats, _moved: &[u32]) {
         self.pos.clear();
-        self.pos.extend_from_slice(pos);
+        self.pos.extend_from_slice(seats.f);
     }
 
-    fn visit_box(&mut self, lo: [f64; 2], hi: [f64; 2], mut f: impl FnMut(u32)) {
+    fn visit_box(&mut self, _o: u32, lo: [f64; 2], hi: [f64; 2], mut f: impl FnMut(u32)) {
         for (i, p) in self.pos.iter().enumerate() {
             if lo[0] <= p[0] && p[0] <= hi[0] && lo[1] <= p[1] && p[1] <= hi[1] {
                 f(i as u32);
@@ -198,7 +200,7 @@ impl Peer for Brute {
         }
     }
 
-    fn visit_within(&mut self, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
+    fn visit_within(&mut self, _o: u32, p: [f64; 2], r2: f64, mut f: impl FnMut(u32)) {
         for (i, &q) in self.pos.iter().enumerate() {
             if within(q, p, r2) {
                 f(i as u32);

@@ -16,8 +16,14 @@ pub const CELL: i64 = 100;
 pub const RADIUS: i64 = 100;
 /// Largest random-walk step per axis per tick, in world units.
 pub const STEP: i64 = 5;
-/// View capacity given to the kernel (and applied by the adapter).
+/// View capacity given to the kernel (and applied by the adapter), unless
+/// the workload sets its own ([`Spec::max_view`]).
 pub const MAX_VIEW: u32 = 512;
+/// The view capacity of the dense workload with culling: below the visible
+/// set of nearly every observer in both modes.
+pub const CULL_VIEW: u32 = 256;
+/// The view radii of the mixed-radius workload, in world units.
+pub const RADIUS_MIX: (i64, i64) = (50, 150);
 
 /// A fixed-point coordinate from lattice units.
 pub fn fix_of_q(q: i64) -> Fix {
@@ -56,6 +62,27 @@ pub enum Kind {
     /// and in: entities spawn and despawn every tick, and ids lose all
     /// relation to the order they were first placed in.
     Churn,
+    /// The uniform walk, but 1% of the entities (drawn anew each tick) stay
+    /// put and send no command.
+    Mixed1,
+    /// The same with 10% staying put.
+    Mixed10,
+    /// The uniform walk with steps of whole units, −5..=5 per axis: a zero
+    /// step on both axes (1 entity in 121) is a Move to where it stands.
+    MixedInt,
+    /// Five times the uniform density (the world of uniform-10k holds 50 000
+    /// entities, about 390 visible per observer in radius mode), everyone
+    /// walking; the view capacity is large enough that nothing is culled.
+    Dense,
+    /// The dense walk with a view capacity of [`CULL_VIEW`]: nearly every
+    /// observer keeps only its nearest.
+    DenseCull,
+    /// Each entity walks for a random 5–40 ticks, then stands (sends no
+    /// command) for a random 5–40 ticks, and so on.
+    StopGo,
+    /// Observers' view radii spread over 50–150 units (half to one and a
+    /// half cells), and 1% of the entities stay put each tick as in mixed1.
+    RadiusMix,
 }
 
 /// One workload: a kind, a size, and a world that holds density constant
@@ -80,14 +107,25 @@ impl Spec {
             Kind::Calm => "calm",
             Kind::Town => "town",
             Kind::Churn => "churn",
+            Kind::Mixed1 => "mixed1",
+            Kind::Mixed10 => "mixed10",
+            Kind::MixedInt => "mixed-int",
+            Kind::Dense => "dense",
+            Kind::DenseCull => "dense-cull",
+            Kind::StopGo => "stopgo",
+            Kind::RadiusMix => "radius-mix",
         };
         let size = if n.is_multiple_of(1000) {
             format!("{}k", n / 1000)
         } else {
             n.to_string()
         };
-        // Constant density: 400 square units per entity.
-        let side = (400.0 * f64::from(n)).sqrt().round() as i64;
+        // Constant density: 400 square units per entity (80 when dense).
+        let per_entity = match kind {
+            Kind::Dense | Kind::DenseCull => 80.0,
+            _ => 400.0,
+        };
+        let side = (per_entity * f64::from(n)).sqrt().round() as i64;
         Spec {
             name: format!("{label}-{size}"),
             kind,
@@ -107,6 +145,27 @@ impl Spec {
 
     fn is_hot(&self, i: u32) -> bool {
         matches!(self.kind, Kind::Hotspot | Kind::Town) && i.is_multiple_of(5)
+    }
+
+    /// The view capacity: [`MAX_VIEW`], except in the dense workloads,
+    /// where it is above every candidate set (nothing culled) or
+    /// [`CULL_VIEW`] (nearly everyone culled). In grid mode the nine cells
+    /// hold about 1 125 entities at the dense workload's density.
+    pub fn max_view(&self, mode: Visibility) -> u32 {
+        match (self.kind, mode) {
+            (Kind::Dense, Visibility::Grid) => 1_536,
+            (Kind::Dense, Visibility::Radius) => 640,
+            (Kind::DenseCull, _) => CULL_VIEW,
+            _ => MAX_VIEW,
+        }
+    }
+
+    /// The view radii, in world units: one for all, or a range.
+    pub fn radii(&self) -> (i64, i64) {
+        match self.kind {
+            Kind::RadiusMix => RADIUS_MIX,
+            _ => (RADIUS, RADIUS),
+        }
     }
 
     pub fn cells(&self) -> u32 {
@@ -136,7 +195,7 @@ impl Spec {
             hysteresis: Fix::ZERO,
             max_entities: self.n,
             max_observers: self.observers(),
-            max_view: MAX_VIEW,
+            max_view: self.max_view(mode),
             ..Config::default()
         };
         if rare_updates {
@@ -150,8 +209,9 @@ impl Spec {
 
 /// The command stream of one workload: tick 1 spawns everyone, every later
 /// tick moves everyone (in the calm and town workloads, 5% of them; in the
-/// churn workload, 1% despawn and spawn again instead). Two streams built
-/// from one spec are identical.
+/// churn workload, 1% despawn and spawn again instead; in the mixed,
+/// stop-and-go and mixed-radius workloads, those standing send nothing).
+/// Two streams built from one spec are identical.
 pub struct Stream {
     spec: Spec,
     rng: Rng,
@@ -162,6 +222,10 @@ pub struct Stream {
     ids: Vec<EntityId>,
     next_id: EntityId,
     tick: u64,
+    /// Stop-and-go: whether each seat walks, and for how many more ticks.
+    phase: Vec<(bool, u32)>,
+    /// Each seat's view radius in world units (observers).
+    radius: Vec<i64>,
 }
 
 impl Stream {
@@ -173,6 +237,8 @@ impl Stream {
             ids: (0..EntityId::from(spec.n)).collect(),
             next_id: EntityId::from(spec.n),
             tick: 0,
+            phase: Vec::new(),
+            radius: Vec::new(),
         }
     }
 
@@ -188,6 +254,17 @@ impl Stream {
                     range(&mut self.rng, lo, hi - 1),
                 );
                 self.pos.push(p);
+                // Only the workloads that use them draw these, so the
+                // others' streams stay as they were.
+                let (r_lo, r_hi) = self.spec.radii();
+                self.radius.push(match r_lo == r_hi {
+                    true => r_lo,
+                    false => range(&mut self.rng, r_lo, r_hi),
+                });
+                if self.spec.kind == Kind::StopGo {
+                    let walks = chance(&mut self.rng, 500);
+                    self.phase.push((walks, range(&mut self.rng, 1, 40) as u32));
+                }
                 out.push(Command::Spawn(self.spawn(i)));
             }
             return;
@@ -197,6 +274,25 @@ impl Stream {
             let calm = matches!(self.spec.kind, Kind::Calm | Kind::Town);
             if calm && !chance(&mut self.rng, 50) {
                 continue;
+            }
+            let stays = match self.spec.kind {
+                Kind::Mixed1 | Kind::RadiusMix => 10,
+                Kind::Mixed10 => 100,
+                _ => 0,
+            };
+            if stays > 0 && chance(&mut self.rng, stays) {
+                continue;
+            }
+            if self.spec.kind == Kind::StopGo {
+                let (walks, left) = &mut self.phase[i as usize];
+                if *left == 0 {
+                    *walks = !*walks;
+                    *left = range(&mut self.rng, 5, 40) as u32;
+                }
+                *left -= 1;
+                if !*walks {
+                    continue;
+                }
             }
             let (lo, hi) = self.spec.bounds(i);
             if self.spec.kind == Kind::Churn && chance(&mut self.rng, 10) {
@@ -219,6 +315,9 @@ impl Stream {
                     range(&mut self.rng, lo, hi - 1),
                     range(&mut self.rng, lo, hi - 1),
                 );
+            } else if self.spec.kind == Kind::MixedInt {
+                p.0 = reflect(p.0 + range(&mut self.rng, -STEP, STEP) * Q, lo, hi);
+                p.1 = reflect(p.1 + range(&mut self.rng, -STEP, STEP) * Q, lo, hi);
             } else {
                 p.0 = reflect(p.0 + range(&mut self.rng, -step, step), lo, hi);
                 p.1 = reflect(p.1 + range(&mut self.rng, -step, step), lo, hi);
@@ -238,7 +337,7 @@ impl Stream {
     fn spawn(&self, i: u32) -> Spawn {
         let (id, at) = (self.ids[i as usize], pos_of(self.pos[i as usize]));
         match self.spec.is_observer(i) {
-            true => Spawn::observer(id, at, fix_of_q(RADIUS * Q)),
+            true => Spawn::observer(id, at, fix_of_q(self.radius[i as usize] * Q)),
             false => Spawn::npc(id, at),
         }
     }
