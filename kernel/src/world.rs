@@ -535,6 +535,8 @@ impl World {
             gone: self.gone.len() as u64,
             observers: u64::from(self.observers),
             cells: u64::from(self.config.width_cells) * u64::from(self.config.height_cells),
+            sweepable: self.sweep.possible()
+                && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None),
             copy,
         });
         self.plan = TickPlan {

@@ -110,6 +110,19 @@ fn swept_view_overfills() -> gen::Scenario {
     }
 }
 
+/// A dense walk in radius mode with hysteresis (so the sweep cannot run)
+/// where a tenth of the entities never move after the first step: most
+/// subjects change, not quite as many as there are observers, so they
+/// are paired, and their pairs outgrow the room kept for them.
+fn pairs_overflow() -> gen::Scenario {
+    let mut s = gen::dense_walk(37, 6, Visibility::Radius);
+    s.config.hysteresis = Fix::from_num(10);
+    for commands in s.ticks.iter_mut().skip(2) {
+        commands.retain(|c| c.entity() % 10 != 0);
+    }
+    s
+}
+
 /// Runs `s` against the oracle and adds the paths its world took.
 fn checked(total: &mut PathCounts, s: &gen::Scenario, what: &str) {
     let (_, world) = check::world_against_oracle(s).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -144,6 +157,7 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
     }
     checked(&mut total, &slot_taken_over(), "slot taken over");
     checked(&mut total, &swept_view_overfills(), "swept view overfills");
+    checked(&mut total, &pairs_overflow(), "pairs overflow");
     let missing: Vec<Path> = total.missing().collect();
     assert!(
         missing.is_empty(),
