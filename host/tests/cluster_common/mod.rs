@@ -199,6 +199,13 @@ pub fn start_node(urls: &str, world: &str, data: &Path, extra: &[&str]) -> LgNod
     start_serve(data, &args)
 }
 
+/// The nodes' log filter: `LOCKGRID_TEST_NODE_LOG` when set (say
+/// `warn,lockgrid_host=debug,async_nats=debug` to see a node's NATS
+/// traffic), else `warn`.
+pub fn node_log() -> String {
+    std::env::var("LOCKGRID_TEST_NODE_LOG").unwrap_or_else(|_| "warn".to_owned())
+}
+
 /// Starts `lockgrid serve` (one node, its own journal, unless `extra`
 /// says `--cluster`); waits (bounded) until it listens.
 pub fn start_serve(data: &Path, extra: &[&str]) -> LgNode {
@@ -207,13 +214,23 @@ pub fn start_serve(data: &Path, extra: &[&str]) -> LgNode {
         .args(["--addr", "127.0.0.1:0", "--data-dir"])
         .arg(data)
         .args(extra)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", node_log())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("lockgrid serve starts");
     let out = child.stdout.take().expect("stdout is piped");
+    // Its log, each line marked with its data folder's name.
+    let err = child.stderr.take().expect("stderr is piped");
+    let tag = data
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("[{tag}] {line}");
+        }
+    });
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&lines);
     std::thread::spawn(move || {
