@@ -118,13 +118,10 @@ fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
         }
         if i != dead {
             let top = digests.keys().max().copied().unwrap_or(0);
-            // Known open fault: after a NATS server kill a follower can
-            // stop following (seen stuck at the kill's tick). Its digests
-            // up to there are checked above; its progress is reported, not
-            // asserted, until the driver's consumer recovery is fixed.
-            if top + 40 < last {
-                eprintln!("survivor {i} stopped following at tick {top} of {last}");
-            }
+            assert!(
+                top + 40 >= last,
+                "survivor {i} stopped following at tick {top} of {last}"
+            );
         }
     }
 

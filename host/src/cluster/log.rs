@@ -353,19 +353,27 @@ impl ClusterLog {
         Ok((record, m.payload, batches))
     }
 
-    /// An ordered consumer of the tick records from `start` on.
+    /// An ordered consumer of the tick records from `start` on, its
+    /// creation retried for a while.
     pub async fn consume(&self, start: u64) -> Result<consumer::pull::Ordered, ClusterError> {
-        let consumer = retry(|| {
-            self.stream.create_consumer(consumer::pull::OrderedConfig {
+        retry_cluster(|| self.consume_once(start)).await
+    }
+
+    /// An ordered consumer of the tick records from `start` on, asked for
+    /// once: it fails after the JetStream request timeout (2 s) when no
+    /// server answers, so a caller that must stay live can try again later.
+    pub async fn consume_once(&self, start: u64) -> Result<consumer::pull::Ordered, ClusterError> {
+        let consumer = self
+            .stream
+            .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: self.names.ticks.clone(),
                 deliver_policy: consumer::DeliverPolicy::ByStartSequence {
                     start_sequence: start.max(1),
                 },
                 ..Default::default()
             })
-        })
-        .await
-        .map_err(|e| ClusterError::nats("create a consumer", e))?;
+            .await
+            .map_err(|e| ClusterError::nats("create a consumer", e))?;
         consumer
             .messages()
             .await
