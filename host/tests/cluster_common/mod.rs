@@ -57,6 +57,8 @@ pub fn free_port() -> u16 {
 pub struct NatsServer {
     pub child: Child,
     pub port: u16,
+    /// Its HTTP monitoring port (`/jsz`).
+    pub monitor: u16,
     pub name: String,
 }
 
@@ -69,6 +71,27 @@ impl NatsServer {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The name of the server leading stream `stream`'s Raft group, as
+    /// this server's monitoring endpoint (`/jsz`) reports it.
+    pub fn stream_leader(&self, stream: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut tcp = TcpStream::connect(("127.0.0.1", self.monitor)).ok()?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        tcp.write_all(b"GET /jsz?accounts=true&streams=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut reply = String::new();
+        tcp.read_to_string(&mut reply).ok()?;
+        let body = &reply[reply.find("\r\n\r\n")? + 4..];
+        let jsz: serde_json::Value = serde_json::from_str(body).ok()?;
+        jsz["account_details"]
+            .as_array()?
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten())
+            .find(|s| s["name"] == stream)
+            .and_then(|s| s["cluster"]["leader"].as_str())
+            .map(str::to_owned)
     }
 }
 
@@ -84,6 +107,7 @@ impl Drop for NatsServer {
 pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
     let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    let monitors: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let route_list = routes
         .iter()
         .map(|p| format!("nats://127.0.0.1:{p}"))
@@ -95,7 +119,8 @@ pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
         let sd = dir.join(&name);
         std::fs::create_dir_all(&sd).unwrap();
         let mut cmd = Command::new(bin);
-        cmd.args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string(), "-sd"])
+        cmd.args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string()])
+            .args(["-m", &monitors[i].to_string(), "-sd"])
             .arg(&sd)
             .args(["-n", &name]);
         if n > 1 {
@@ -117,6 +142,7 @@ pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
         servers.push(NatsServer {
             child,
             port: ports[i],
+            monitor: monitors[i],
             name,
         });
     }
@@ -147,6 +173,11 @@ impl LgNode {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Whether the process is still running (it did not exit on its own).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Whether it said it leads and has not said it follows since.
