@@ -113,8 +113,10 @@ const STALL: Duration = Duration::from_millis(1000);
 /// After a consumer or a rebuild could not be made: wait this long before
 /// trying again.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
-/// Longest a background attempt to make a consumer may take.
-const CONSUME_CALL: Duration = Duration::from_secs(5);
+/// Longest a background attempt to make a consumer (or to read the
+/// stream's last tick) may take; the JetStream requests themselves give up
+/// after 2 s.
+const CONSUME_CALL: Duration = Duration::from_secs(3);
 
 type ClusterNode = Node<SocketAddr, DefaultRules, StreamStorage>;
 
@@ -204,6 +206,13 @@ enum Done {
         gen: u64,
         from: u64,
         consumer: Option<Result<Box<Ordered>, ClusterError>>,
+    },
+    /// Records `from`, `from + 1`, … read straight from the stream's
+    /// replicas (sequence, bytes, batch header), while no consumer delivers.
+    Records {
+        gen: u64,
+        from: u64,
+        records: Vec<(u64, Bytes, Option<String>)>,
     },
     /// The world put back at tick `tick` from the snapshots and the stream.
     Rebuilt {
@@ -347,7 +356,7 @@ async fn run(
     let target = m.log.last_tick().await?;
     while m.node.world().tick() < target {
         match next_record(&mut consumer).await {
-            Some(Ok(msg)) => m.on_record(msg)?,
+            Some(Ok(msg)) => m.on_message(msg)?,
             other => {
                 warn!(
                     "the stream's consumer failed ({}); consuming again",
@@ -400,7 +409,7 @@ async fn run(
         };
         let step = match wake {
             Wake::Record(r) => match *r {
-                Some(Ok(msg)) => m.on_record(msg).map(|()| m.after_tick(&socket)),
+                Some(Ok(msg)) => m.on_message(msg).map(|()| m.after_tick(&socket)),
                 other => {
                     // Made again in the background; the loop goes on.
                     warn!(
@@ -435,6 +444,30 @@ async fn run(
                     }
                 }
                 Ok(())
+            }
+            Wake::Done(Some(Done::Records { gen, from, records })) => {
+                let mut applied = Ok(());
+                if gen == m.consumer_gen
+                    && m.rebuilding.is_none()
+                    && from == m.node.world().tick() + 1
+                    && !records.is_empty()
+                {
+                    debug!(
+                        from,
+                        n = records.len(),
+                        "records read from the stream's replicas"
+                    );
+                    for (seq, payload, batches) in &records {
+                        applied = m.on_record(*seq, payload, batches.as_deref());
+                        if applied.is_err() {
+                            break;
+                        }
+                    }
+                    if applied.is_ok() {
+                        m.after_tick(&socket);
+                    }
+                }
+                applied
             }
             Wake::Done(Some(Done::Rebuilt { tick, world })) => match world {
                 Ok(world) => {
@@ -594,18 +627,34 @@ impl Member {
         self.held.push_back((from, bytes.to_vec()));
     }
 
-    /// One record from the stream: decoded, checked, stepped and released.
-    fn on_record(&mut self, msg: async_nats::jetstream::Message) -> Result<(), ClusterError> {
-        self.last_record_at = std::time::Instant::now();
+    /// One record from the stream's consumer.
+    fn on_message(&mut self, msg: async_nats::jetstream::Message) -> Result<(), ClusterError> {
         let seq = msg
             .info()
             .map_err(|e| ClusterError::nats("read a record's sequence", e))?
             .stream_sequence;
+        let batches = msg
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(super::record::BATCHES_HEADER))
+            .map(|v| v.as_str().to_owned());
+        self.on_record(seq, &msg.payload, batches.as_deref())
+    }
+
+    /// One record from the stream (its sequence, bytes and batch header):
+    /// decoded, checked, stepped and released.
+    fn on_record(
+        &mut self,
+        seq: u64,
+        payload: &Bytes,
+        batches: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        self.last_record_at = std::time::Instant::now();
         let tick = self.node.world().tick();
         if seq <= tick {
             // This node's own append coming back: it must be the very bytes.
             if let Some((t, bytes)) = &self.appended {
-                if *t == seq && *bytes != msg.payload {
+                if *t == seq && bytes != payload {
                     return Err(ClusterError::Corrupt {
                         seq,
                         what: format!(
@@ -622,16 +671,12 @@ impl Member {
                 expected: tick + 1,
             });
         }
-        let record = decode_record(seq, &msg.payload).map_err(|f| ClusterError::BadRecord {
+        let record = decode_record(seq, payload).map_err(|f| ClusterError::BadRecord {
             seq,
             fault: f.to_string(),
         })?;
-        let batches = match msg
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(super::record::BATCHES_HEADER))
-        {
-            Some(v) => decode_batches(v.as_str()).map_err(|f| ClusterError::BadRecord {
+        let batches = match batches {
+            Some(v) => decode_batches(v).map_err(|f| ClusterError::BadRecord {
                 seq,
                 fault: f.to_string(),
             })?,
@@ -949,31 +994,47 @@ impl Member {
         let log = self.log.clone();
         let tx = self.done_tx.clone();
         tokio::spawn(async move {
-            let made = tokio::time::timeout(CONSUME_CALL, async {
-                if only_if_ahead {
-                    match log.last_tick_now().await {
-                        Ok(last) if last < from => return None,
-                        Ok(last) => warn!(
+            // What is missing first, from any replica (a direct get needs
+            // no consumer to place and no stream leader): right after a
+            // NATS server dies a consumer can take seconds to be made.
+            let last = tokio::time::timeout(CONSUME_CALL, log.last_tick_now()).await;
+            match last {
+                Ok(Ok(last)) if last >= from => {
+                    if only_if_ahead {
+                        warn!(
                             tick = from - 1,
                             last,
-                            "no record for a while though the stream is ahead; consuming again"
-                        ),
-                        // The stream does not answer: a new consumer would not either.
-                        Err(e) => {
-                            debug!("the stream's state: {e}");
-                            return None;
-                        }
+                            "no record for a while though the stream is ahead; reading it and consuming again"
+                        );
+                    }
+                    let records = log.read_direct(from, last).await;
+                    if !records.is_empty() {
+                        let _ = tx.send(Done::Records { gen, from, records }).await;
                     }
                 }
-                Some(log.consume_once(from).await.map(Box::new))
-            })
-            .await
-            .unwrap_or_else(|_| {
-                Some(Err(ClusterError::Nats {
-                    what: "create a consumer",
-                    detail: format!("no answer within {CONSUME_CALL:?}"),
-                }))
-            });
+                // Not ahead, or not answering: a consumer made now would
+                // have nothing to give, or would not be made either.
+                _ if only_if_ahead => {
+                    let _ = tx
+                        .send(Done::Consumer {
+                            gen,
+                            from,
+                            consumer: None,
+                        })
+                        .await;
+                    return;
+                }
+                _ => {}
+            }
+            let made = tokio::time::timeout(CONSUME_CALL, log.consume_once(from))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ClusterError::Nats {
+                        what: "create a consumer",
+                        detail: format!("no answer within {CONSUME_CALL:?}"),
+                    })
+                });
+            let made = Some(made.map(Box::new));
             let _ = tx
                 .send(Done::Consumer {
                     gen,

@@ -338,9 +338,20 @@ impl ClusterLog {
 
     /// The record at `seq`, its raw bytes and its batch header value.
     pub async fn get(&self, seq: u64) -> Result<(Record, Bytes, String), ClusterError> {
-        let m = retry(|| self.stream.get_raw_message(seq))
-            .await
-            .map_err(|e| ClusterError::nats("read a record", e))?;
+        // From any replica first (a direct get answers while the stream
+        // elects a leader), else from the stream's leader.
+        let m = retry(|| async {
+            match tokio::time::timeout(DIRECT_CALL, self.stream.direct_get(seq)).await {
+                Ok(Ok(m)) if m.sequence == seq => Ok(m),
+                _ => self
+                    .stream
+                    .get_raw_message(seq)
+                    .await
+                    .map_err(|e| e.to_string()),
+            }
+        })
+        .await
+        .map_err(|e| ClusterError::nats("read a record", e))?;
         let record = decode_record(seq, &m.payload).map_err(|fault| ClusterError::BadRecord {
             seq,
             fault: fault.to_string(),
@@ -351,6 +362,24 @@ impl ClusterLog {
             .map(|v| v.as_str().to_owned())
             .unwrap_or_default();
         Ok((record, m.payload, batches))
+    }
+
+    /// Records `from..=to` as any replica of the stream has them (direct
+    /// gets: no consumer, no stream leader involved), each asked once:
+    /// (sequence, bytes, batch header), stopping at the first one not
+    /// answered; at most [`MAX_DIRECT_READ`] records.
+    pub async fn read_direct(&self, from: u64, to: u64) -> Vec<(u64, Bytes, Option<String>)> {
+        let mut out = Vec::new();
+        for seq in from..=to.min(from.saturating_add(MAX_DIRECT_READ - 1)) {
+            let got = tokio::time::timeout(DIRECT_CALL, self.stream.direct_get(seq)).await;
+            let Ok(Ok(m)) = got else { break };
+            if m.sequence != seq {
+                break;
+            }
+            let batches = m.headers.get(BATCHES_HEADER).map(|v| v.as_str().to_owned());
+            out.push((seq, m.payload, batches));
+        }
+        out
     }
 
     /// An ordered consumer of the tick records from `start` on, its
@@ -478,6 +507,12 @@ impl ClusterLog {
         Ok(out)
     }
 }
+
+/// Most records [`ClusterLog::read_direct`] reads at once.
+pub const MAX_DIRECT_READ: u64 = 1000;
+
+/// Longest one direct get may take.
+const DIRECT_CALL: Duration = Duration::from_millis(1000);
 
 /// Longest a lease call may take: the node's loop waits for it, and an
 /// answer later than the lease's own time is worthless anyway.
