@@ -113,6 +113,12 @@ const STALL: Duration = Duration::from_millis(1000);
 /// After a consumer or a rebuild could not be made: wait this long before
 /// trying again.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// A node with no connection to any NATS server for this long says
+/// goodbye (`shutting_down`) to its clients and exits with an error: they
+/// move to another node instead of waiting on one that can acknowledge
+/// nothing. A node whose server died reconnects to another listed server
+/// well within it.
+pub const NATS_LOST: Duration = Duration::from_secs(3);
 /// Longest a background attempt to make a consumer (or to read the
 /// stream's last tick) may take; the JetStream requests themselves give up
 /// after 2 s.
@@ -180,6 +186,8 @@ struct Member {
     rebuilding: Option<(u64, bool)>,
     /// No new rebuild attempt before this.
     rebuild_retry_at: std::time::Instant,
+    /// Since when the NATS client has had no connection.
+    nats_lost_since: Option<std::time::Instant>,
     dropped_datagrams: u64,
     lead: Option<Lead>,
     pending: BTreeMap<u32, BTreeMap<u64, Vec<Command>>>,
@@ -338,6 +346,7 @@ async fn run(
         consume_retry_at: std::time::Instant::now(),
         rebuilding: None,
         rebuild_retry_at: std::time::Instant::now(),
+        nats_lost_since: None,
         dropped_datagrams: 0,
         lead: None,
         pending: BTreeMap::new(),
@@ -533,6 +542,19 @@ async fn run(
                         .is_some_and(|n| m.summary.appended + m.summary.followed >= n)
                 {
                     break Ok(());
+                }
+                let now = std::time::Instant::now();
+                if m.log.client.connection_state() == async_nats::connection::State::Connected {
+                    m.nats_lost_since = None;
+                } else if now.duration_since(*m.nats_lost_since.get_or_insert(now)) >= NATS_LOST {
+                    // Ends below with a goodbye to every client.
+                    break Err(ClusterError::Nats {
+                        what: "reach NATS",
+                        detail: format!(
+                            "no connection to any NATS server for {} s",
+                            NATS_LOST.as_secs()
+                        ),
+                    });
                 }
                 let kept = m.housekeeping(&mut sub).await;
                 let now = std::time::Instant::now();

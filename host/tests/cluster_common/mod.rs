@@ -15,7 +15,9 @@ use std::time::{Duration, Instant as StdInstant};
 
 use lockgrid_host::serve::rules::spawn_point;
 use lockgrid_kernel::{Fix, Move, Pos};
-use lockgrid_protocol::{Client, ClientConfig, ClientEvent, Instant, WorldParams};
+use lockgrid_protocol::{
+    Client, ClientConfig, ClientEvent, DisconnectReason, Instant, WorldParams,
+};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_lockgrid");
 
@@ -327,6 +329,8 @@ pub struct Walker {
     /// Input sent → acknowledged, for every input acknowledged.
     pub latencies: Vec<Duration>,
     sent_at: Option<StdInstant>,
+    /// Every end of a connection, when and why.
+    pub goodbyes: Vec<(StdInstant, DisconnectReason)>,
 }
 
 impl Walker {
@@ -351,7 +355,13 @@ impl Walker {
             moves: 0,
             latencies: Vec::new(),
             sent_at: None,
+            goodbyes: Vec::new(),
         }
+    }
+
+    /// Whether the current connection is up (it has its entity).
+    pub fn connected(&self) -> bool {
+        self.entity.is_some()
     }
 
     fn now(&self) -> Instant {
@@ -412,7 +422,8 @@ impl Walker {
                     self.entity = Some(w.entity);
                     self.pos = spawn_point(&w.world, w.entity);
                 }
-                ClientEvent::Disconnected { .. } => {
+                ClientEvent::Disconnected { reason } => {
+                    self.goodbyes.push((StdInstant::now(), reason));
                     self.move_on();
                     return;
                 }
