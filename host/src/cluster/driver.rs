@@ -106,9 +106,10 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Snapshots kept in the object store.
 const KEEP_SNAPSHOTS: usize = 4;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
-/// No record for this long (counted from the last record, or from when
-/// the consumer was made, whichever is later) while the stream is ahead:
-/// make a new consumer.
+/// No record for this long (counted from the last record, the last such
+/// check, or when the consumer was made, whichever is later): read what
+/// the stream holds beyond this node's tick from its replicas, and when
+/// there was some, make a new consumer.
 const STALL: Duration = Duration::from_millis(1000);
 /// After a consumer or a rebuild could not be made: wait this long before
 /// trying again.
@@ -175,6 +176,8 @@ struct Member {
     done_tx: mpsc::Sender<Done>,
     /// A consumer is being made in the background.
     consuming: bool,
+    /// Records are being read straight from the stream's replicas.
+    reading: bool,
     /// Bumped whenever a consumer being made must not be used (the world
     /// was put back by a rebuild): results of an older generation are dropped.
     consumer_gen: u64,
@@ -342,6 +345,7 @@ async fn run(
         last_record_at: std::time::Instant::now(),
         done_tx,
         consuming: false,
+        reading: false,
         consumer_gen: 0,
         consume_retry_at: std::time::Instant::now(),
         rebuilding: None,
@@ -426,7 +430,7 @@ async fn run(
                         describe(other)
                     );
                     consumer = None;
-                    m.request_consumer(false);
+                    m.request_consumer();
                     Ok(())
                 }
             },
@@ -455,6 +459,7 @@ async fn run(
                 Ok(())
             }
             Wake::Done(Some(Done::Records { gen, from, records })) => {
+                m.reading = false;
                 let mut applied = Ok(());
                 if gen == m.consumer_gen
                     && m.rebuilding.is_none()
@@ -474,6 +479,15 @@ async fn run(
                     }
                     if applied.is_ok() {
                         m.after_tick(&socket);
+                        if !m.consuming {
+                            // The consumer did not deliver them: another.
+                            warn!(
+                                from,
+                                n = records.len(),
+                                "no record from the consumer though the stream was ahead: read them from its replicas; consuming again"
+                            );
+                            m.request_consumer();
+                        }
                     }
                 }
                 applied
@@ -484,7 +498,7 @@ async fn run(
                     m.rebuilding = None;
                     info!(tick, "world rebuilt from the stream: following");
                     consumer = None;
-                    m.request_consumer(false);
+                    m.request_consumer();
                     Ok(())
                 }
                 // NATS not answering yet: try again, the loop going on.
@@ -562,17 +576,17 @@ async fn run(
                     if now >= m.rebuild_retry_at {
                         m.start_rebuild(tick);
                     }
-                } else if m.rebuilding.is_none() && !m.consuming && now >= m.consume_retry_at {
-                    if consumer.is_none() {
-                        m.request_consumer(false);
-                    } else if m.last_record_at.elapsed() > STALL {
-                        // A consumer whose server died can stay silent:
-                        // when nothing came for a while, make a new one in
-                        // the background if the stream is ahead of this
-                        // node. The silence is counted again from now, so
-                        // a consumer gets the whole time to deliver.
+                } else if m.rebuilding.is_none() {
+                    if consumer.is_none() && !m.consuming && now >= m.consume_retry_at {
+                        m.request_consumer();
+                    }
+                    if !m.reading && m.last_record_at.elapsed() > STALL {
+                        // A consumer whose server died can stay silent, and
+                        // making a new one can take seconds: when nothing
+                        // came for a while, read what the stream holds
+                        // beyond this node's tick from its replicas.
                         m.last_record_at = now;
-                        m.request_consumer(true);
+                        m.start_read();
                     }
                 }
                 kept
@@ -1008,46 +1022,13 @@ impl Member {
     }
 
     /// Starts making a consumer of the stream from the next tick, in the
-    /// background; with `only_if_ahead`, only when the stream holds a tick
-    /// after this node's.
-    fn request_consumer(&mut self, only_if_ahead: bool) {
+    /// background (one attempt, bounded).
+    fn request_consumer(&mut self) {
         self.consuming = true;
         let (gen, from) = (self.consumer_gen, self.node.world().tick() + 1);
         let log = self.log.clone();
         let tx = self.done_tx.clone();
         tokio::spawn(async move {
-            // What is missing first, from any replica (a direct get needs
-            // no consumer to place and no stream leader): right after a
-            // NATS server dies a consumer can take seconds to be made.
-            let last = tokio::time::timeout(CONSUME_CALL, log.last_tick_now()).await;
-            match last {
-                Ok(Ok(last)) if last >= from => {
-                    if only_if_ahead {
-                        warn!(
-                            tick = from - 1,
-                            last,
-                            "no record for a while though the stream is ahead; reading it and consuming again"
-                        );
-                    }
-                    let records = log.read_direct(from, last).await;
-                    if !records.is_empty() {
-                        let _ = tx.send(Done::Records { gen, from, records }).await;
-                    }
-                }
-                // Not ahead, or not answering: a consumer made now would
-                // have nothing to give, or would not be made either.
-                _ if only_if_ahead => {
-                    let _ = tx
-                        .send(Done::Consumer {
-                            gen,
-                            from,
-                            consumer: None,
-                        })
-                        .await;
-                    return;
-                }
-                _ => {}
-            }
             let made = tokio::time::timeout(CONSUME_CALL, log.consume_once(from))
                 .await
                 .unwrap_or_else(|_| {
@@ -1056,14 +1037,40 @@ impl Member {
                         detail: format!("no answer within {CONSUME_CALL:?}"),
                     })
                 });
-            let made = Some(made.map(Box::new));
+            let consumer = Some(made.map(Box::new));
             let _ = tx
                 .send(Done::Consumer {
                     gen,
                     from,
-                    consumer: made,
+                    consumer,
                 })
                 .await;
+        });
+    }
+
+    /// Starts reading, in the background, the records after this node's
+    /// tick that the stream holds, straight from its replicas (a direct get
+    /// needs no consumer to place and no stream leader): what a silent
+    /// consumer did not deliver. Answered with [`Done::Records`], empty
+    /// when the stream is not ahead or does not answer.
+    fn start_read(&mut self) {
+        self.reading = true;
+        let (gen, from) = (self.consumer_gen, self.node.world().tick() + 1);
+        let log = self.log.clone();
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let records = match log.last_tick_now().await {
+                Ok(last) if last >= from => {
+                    let read = tokio::time::timeout(CONSUME_CALL, log.read_direct(from, last));
+                    read.await.unwrap_or_default()
+                }
+                Ok(_) => Vec::new(),
+                Err(e) => {
+                    debug!("the stream's state: {e}");
+                    Vec::new()
+                }
+            };
+            let _ = tx.send(Done::Records { gen, from, records }).await;
         });
     }
 
