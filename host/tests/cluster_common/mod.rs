@@ -107,9 +107,18 @@ impl Drop for NatsServer {
 /// else a cluster with routes between all of them. Waits until each
 /// accepts TCP connections.
 pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
-    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-    let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
-    let monitors: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    // Every port held until all are chosen, so that no two are the same.
+    let held: Vec<std::net::TcpListener> = (0..3 * n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .collect();
+    let free: Vec<u16> = held
+        .iter()
+        .map(|l| l.local_addr().expect("local addr").port())
+        .collect();
+    drop(held);
+    let ports = &free[..n];
+    let routes = &free[n..2 * n];
+    let monitors = &free[2 * n..];
     let route_list = routes
         .iter()
         .map(|p| format!("nats://127.0.0.1:{p}"))
