@@ -106,8 +106,24 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Snapshots kept in the object store.
 const KEEP_SNAPSHOTS: usize = 4;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
-/// No record for this long while the stream is ahead: consume again.
+/// No record for this long (counted from the last record, the last such
+/// check, or when the consumer was made, whichever is later): read what
+/// the stream holds beyond this node's tick from its replicas, and when
+/// there was some, make a new consumer.
 const STALL: Duration = Duration::from_millis(1000);
+/// After a consumer or a rebuild could not be made: wait this long before
+/// trying again.
+const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// A node with no connection to any NATS server for this long says
+/// goodbye (`shutting_down`) to its clients and exits with an error: they
+/// move to another node instead of waiting on one that can acknowledge
+/// nothing. A node whose server died reconnects to another listed server
+/// well within it.
+pub const NATS_LOST: Duration = Duration::from_secs(3);
+/// Longest a background attempt to make a consumer (or to read the
+/// stream's last tick) may take; the JetStream requests themselves give up
+/// after 2 s.
+const CONSUME_CALL: Duration = Duration::from_secs(3);
 
 type ClusterNode = Node<SocketAddr, DefaultRules, StreamStorage>;
 
@@ -154,8 +170,27 @@ struct Member {
     window_until: Option<std::time::Instant>,
     interval: Duration,
     held: VecDeque<(SocketAddr, Vec<u8>)>,
-    /// When the consumer last delivered a record.
+    /// When the consumer last delivered a record, or was made.
     last_record_at: std::time::Instant,
+    /// Background work finishing (consumers made, worlds rebuilt).
+    done_tx: mpsc::Sender<Done>,
+    /// A consumer is being made in the background.
+    consuming: bool,
+    /// Records are being read straight from the stream's replicas.
+    reading: bool,
+    /// Bumped whenever a consumer being made must not be used (the world
+    /// was put back by a rebuild): results of an older generation are dropped.
+    consumer_gen: u64,
+    /// No new consumer is asked for before this.
+    consume_retry_at: std::time::Instant,
+    /// The tick the world is being rebuilt at (after an append that was
+    /// not taken), and whether an attempt is running: records are not
+    /// applied and the lease is not taken until it is done.
+    rebuilding: Option<(u64, bool)>,
+    /// No new rebuild attempt before this.
+    rebuild_retry_at: std::time::Instant,
+    /// Since when the NATS client has had no connection.
+    nats_lost_since: Option<std::time::Instant>,
     dropped_datagrams: u64,
     lead: Option<Lead>,
     pending: BTreeMap<u32, BTreeMap<u64, Vec<Command>>>,
@@ -171,6 +206,34 @@ struct Member {
 /// What the stream's consumer gave.
 type Next = Option<Result<async_nats::jetstream::Message, String>>;
 
+/// Background work of the node that finished. Making a consumer and
+/// rebuilding the world wait on NATS, which may answer nothing for seconds
+/// while the NATS cluster re-elects after losing a server; the node's loop
+/// goes on meanwhile (clients, timers, the lease).
+enum Done {
+    /// A consumer of the stream from tick `from`; `None` when the stream
+    /// turned out not to be ahead of `from - 1` (nothing to consume).
+    Consumer {
+        gen: u64,
+        from: u64,
+        consumer: Option<Result<Box<Ordered>, ClusterError>>,
+    },
+    /// Records `from`, `from + 1`, … read straight from the stream's
+    /// replicas (sequence, bytes, batch header), while no consumer delivers.
+    Records {
+        gen: u64,
+        from: u64,
+        records: Vec<(u64, Bytes, Option<String>)>,
+    },
+    /// The world put back at tick `tick` from the snapshots and the stream.
+    Rebuilt {
+        tick: u64,
+        world: Result<Box<World>, ClusterError>,
+    },
+}
+
+type Ordered = async_nats::jetstream::consumer::pull::Ordered;
+
 enum Wake {
     Record(Box<Next>),
     Datagram(std::io::Result<(usize, SocketAddr)>),
@@ -178,6 +241,7 @@ enum Wake {
     Tick,
     Housekeeping,
     Outcome(Option<(u64, bool)>),
+    Done(Option<Done>),
 }
 
 /// Joins the cluster and serves until `stop` is set or a limit passes.
@@ -264,6 +328,7 @@ async fn run(
         .open(opts.data_dir.join("cluster-digests.txt"))
         .map_err(ClusterError::Io)?;
     let (outcome_tx, mut outcome_rx) = mpsc::channel(64);
+    let (done_tx, mut done_rx) = mpsc::channel(8);
     let mut m = Member {
         log,
         node,
@@ -278,6 +343,14 @@ async fn run(
         interval,
         held: VecDeque::new(),
         last_record_at: std::time::Instant::now(),
+        done_tx,
+        consuming: false,
+        reading: false,
+        consumer_gen: 0,
+        consume_retry_at: std::time::Instant::now(),
+        rebuilding: None,
+        rebuild_retry_at: std::time::Instant::now(),
+        nats_lost_since: None,
         dropped_datagrams: 0,
         lead: None,
         pending: BTreeMap::new(),
@@ -291,22 +364,23 @@ async fn run(
         },
         outcome_tx,
     };
-    let mut consumer = m.log.consume(start_tick + 1).await?;
+    let mut consumer = Some(m.log.consume(start_tick + 1).await?);
     // Catch up before taking clients.
     let target = m.log.last_tick().await?;
     while m.node.world().tick() < target {
-        match consumer.next().await.map(|r| r.map_err(|e| e.to_string())) {
-            Some(Ok(msg)) => m.on_record(msg)?,
+        match next_record(&mut consumer).await {
+            Some(Ok(msg)) => m.on_message(msg)?,
             other => {
                 warn!(
                     "the stream's consumer failed ({}); consuming again",
                     describe(other)
                 );
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                consumer = m.log.consume(m.node.world().tick() + 1).await?;
+                consumer = Some(m.log.consume(m.node.world().tick() + 1).await?);
             }
         }
     }
+    m.last_record_at = std::time::Instant::now();
     if last == 0 && m.node.has_local() {
         // A new world: the rules' start commands (NPCs) go in as a batch.
         m.start_batch().await;
@@ -338,7 +412,8 @@ async fn run(
     let result = loop {
         let wake = tokio::select! {
             biased;
-            r = consumer.next() => Wake::Record(Box::new(r.map(|r| r.map_err(|e| e.to_string())))),
+            r = next_record(&mut consumer) => Wake::Record(Box::new(r)),
+            d = done_rx.recv() => Wake::Done(d),
             f = next_forward(&mut sub) => Wake::Forward(f),
             _ = ticker.tick() => Wake::Tick,
             _ = housekeeping.tick() => Wake::Housekeeping,
@@ -347,19 +422,96 @@ async fn run(
         };
         let step = match wake {
             Wake::Record(r) => match *r {
-                Some(Ok(msg)) => m.on_record(msg).map(|()| m.after_tick(&socket)),
+                Some(Ok(msg)) => m.on_message(msg).map(|()| m.after_tick(&socket)),
                 other => {
+                    // Made again in the background; the loop goes on.
                     warn!(
                         "the stream's consumer failed ({}); consuming again",
                         describe(other)
                     );
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    m.log
-                        .consume(m.node.world().tick() + 1)
-                        .await
-                        .map(|c| consumer = c)
+                    consumer = None;
+                    m.request_consumer();
+                    Ok(())
                 }
             },
+            Wake::Done(Some(Done::Consumer {
+                gen,
+                from,
+                consumer: made,
+            })) => {
+                m.consuming = false;
+                match made {
+                    _ if gen != m.consumer_gen || m.rebuilding.is_some() => {}
+                    None => {}
+                    Some(Ok(c)) => {
+                        debug!(from, "consuming the stream");
+                        // A consumer from before a tick this node appended
+                        // since is fine: records at or below the node's
+                        // tick are its own and recognised.
+                        consumer = Some(*c);
+                        m.last_record_at = std::time::Instant::now();
+                    }
+                    Some(Err(e)) => {
+                        warn!(from, "cannot consume the stream yet ({e}); trying again");
+                        m.consume_retry_at = std::time::Instant::now() + RETRY_AFTER;
+                    }
+                }
+                Ok(())
+            }
+            Wake::Done(Some(Done::Records { gen, from, records })) => {
+                m.reading = false;
+                let mut applied = Ok(());
+                if gen == m.consumer_gen
+                    && m.rebuilding.is_none()
+                    && from == m.node.world().tick() + 1
+                    && !records.is_empty()
+                {
+                    debug!(
+                        from,
+                        n = records.len(),
+                        "records read from the stream's replicas"
+                    );
+                    for (seq, payload, batches) in &records {
+                        applied = m.on_record(*seq, payload, batches.as_deref());
+                        if applied.is_err() {
+                            break;
+                        }
+                    }
+                    if applied.is_ok() {
+                        m.after_tick(&socket);
+                        if !m.consuming {
+                            // The consumer did not deliver them: another.
+                            warn!(
+                                from,
+                                n = records.len(),
+                                "no record from the consumer though the stream was ahead: read them from its replicas; consuming again"
+                            );
+                            m.request_consumer();
+                        }
+                    }
+                }
+                applied
+            }
+            Wake::Done(Some(Done::Rebuilt { tick, world })) => match world {
+                Ok(world) => {
+                    m.node.replace_world(*world);
+                    m.rebuilding = None;
+                    info!(tick, "world rebuilt from the stream: following");
+                    consumer = None;
+                    m.request_consumer();
+                    Ok(())
+                }
+                // NATS not answering yet: try again, the loop going on.
+                Err(e @ ClusterError::Nats { .. }) => {
+                    warn!(tick, "cannot rebuild the world yet ({e}); trying again");
+                    m.rebuilding = Some((tick, false));
+                    m.rebuild_retry_at = std::time::Instant::now() + RETRY_AFTER;
+                    Ok(())
+                }
+                // The stream itself is unusable.
+                Err(e) => Err(e),
+            },
+            Wake::Done(None) => Ok(()),
             Wake::Datagram(Ok((n, from))) => {
                 m.on_datagram(from, &buf[..n]);
                 Ok(())
@@ -384,7 +536,10 @@ async fn run(
                             Ok(())
                         }
                         Ok(false) => {
+                            // Not appended: the world is being rebuilt;
+                            // a consumer is made again once it is.
                             sub = None;
+                            consumer = None;
                             Ok(())
                         }
                         Err(e) => Err(e),
@@ -402,27 +557,36 @@ async fn run(
                 {
                     break Ok(());
                 }
+                let now = std::time::Instant::now();
+                if m.log.client.connection_state() == async_nats::connection::State::Connected {
+                    m.nats_lost_since = None;
+                } else if now.duration_since(*m.nats_lost_since.get_or_insert(now)) >= NATS_LOST {
+                    // Ends below with a goodbye to every client.
+                    break Err(ClusterError::Nats {
+                        what: "reach NATS",
+                        detail: format!(
+                            "no connection to any NATS server for {} s",
+                            NATS_LOST.as_secs()
+                        ),
+                    });
+                }
                 let kept = m.housekeeping(&mut sub).await;
-                // A consumer whose server died can stay silent: when the
-                // stream is ahead of this node and nothing came for a
-                // while, consume again from the next tick.
-                if kept.is_ok() && m.last_record_at.elapsed() > STALL {
-                    m.last_record_at = std::time::Instant::now();
-                    if let Ok(Ok(last)) =
-                        tokio::time::timeout(Duration::from_millis(500), m.log.last_tick_now())
-                            .await
-                    {
-                        if last > m.node.world().tick() {
-                            warn!(
-                                tick = m.node.world().tick(),
-                                last,
-                                "no record for a while though the stream is ahead; consuming again"
-                            );
-                            match m.log.consume(m.node.world().tick() + 1).await {
-                                Ok(c) => consumer = c,
-                                Err(e) => warn!("cannot consume again yet: {e}"),
-                            }
-                        }
+                let now = std::time::Instant::now();
+                if let Some((tick, false)) = m.rebuilding {
+                    if now >= m.rebuild_retry_at {
+                        m.start_rebuild(tick);
+                    }
+                } else if m.rebuilding.is_none() {
+                    if consumer.is_none() && !m.consuming && now >= m.consume_retry_at {
+                        m.request_consumer();
+                    }
+                    if !m.reading && m.last_record_at.elapsed() > STALL {
+                        // A consumer whose server died can stay silent, and
+                        // making a new one can take seconds: when nothing
+                        // came for a while, read what the stream holds
+                        // beyond this node's tick from its replicas.
+                        m.last_record_at = now;
+                        m.start_read();
                     }
                 }
                 kept
@@ -467,6 +631,13 @@ fn describe(next: Next) -> String {
     }
 }
 
+async fn next_record(consumer: &mut Option<Ordered>) -> Next {
+    match consumer {
+        Some(c) => c.next().await.map(|r| r.map_err(|e| e.to_string())),
+        None => std::future::pending().await,
+    }
+}
+
 async fn next_forward(sub: &mut Option<async_nats::Subscriber>) -> Option<async_nats::Message> {
     match sub {
         Some(s) => s.next().await,
@@ -476,9 +647,11 @@ async fn next_forward(sub: &mut Option<async_nats::Subscriber>) -> Option<async_
 
 impl Member {
     fn leading(&self) -> bool {
-        self.lead
-            .as_ref()
-            .is_some_and(|l| self.node.world().tick() >= l.ready_at)
+        self.rebuilding.is_none()
+            && self
+                .lead
+                .as_ref()
+                .is_some_and(|l| self.node.world().tick() >= l.ready_at)
     }
 
     /// Holds a datagram until the node may take input again.
@@ -490,18 +663,34 @@ impl Member {
         self.held.push_back((from, bytes.to_vec()));
     }
 
-    /// One record from the stream: decoded, checked, stepped and released.
-    fn on_record(&mut self, msg: async_nats::jetstream::Message) -> Result<(), ClusterError> {
-        self.last_record_at = std::time::Instant::now();
+    /// One record from the stream's consumer.
+    fn on_message(&mut self, msg: async_nats::jetstream::Message) -> Result<(), ClusterError> {
         let seq = msg
             .info()
             .map_err(|e| ClusterError::nats("read a record's sequence", e))?
             .stream_sequence;
+        let batches = msg
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(super::record::BATCHES_HEADER))
+            .map(|v| v.as_str().to_owned());
+        self.on_record(seq, &msg.payload, batches.as_deref())
+    }
+
+    /// One record from the stream (its sequence, bytes and batch header):
+    /// decoded, checked, stepped and released.
+    fn on_record(
+        &mut self,
+        seq: u64,
+        payload: &Bytes,
+        batches: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        self.last_record_at = std::time::Instant::now();
         let tick = self.node.world().tick();
         if seq <= tick {
             // This node's own append coming back: it must be the very bytes.
             if let Some((t, bytes)) = &self.appended {
-                if *t == seq && *bytes != msg.payload {
+                if *t == seq && bytes != payload {
                     return Err(ClusterError::Corrupt {
                         seq,
                         what: format!(
@@ -518,16 +707,12 @@ impl Member {
                 expected: tick + 1,
             });
         }
-        let record = decode_record(seq, &msg.payload).map_err(|f| ClusterError::BadRecord {
+        let record = decode_record(seq, payload).map_err(|f| ClusterError::BadRecord {
             seq,
             fault: f.to_string(),
         })?;
-        let batches = match msg
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(super::record::BATCHES_HEADER))
-        {
-            Some(v) => decode_batches(v.as_str()).map_err(|f| ClusterError::BadRecord {
+        let batches = match batches {
+            Some(v) => decode_batches(v).map_err(|f| ClusterError::BadRecord {
                 seq,
                 fault: f.to_string(),
             })?,
@@ -767,7 +952,7 @@ impl Member {
                 warn!(tick, "another node appended this tick first: following");
                 self.summary.lost_appends += 1;
                 self.step_down().await;
-                self.rebuild(tick - 1).await?;
+                self.start_rebuild(tick - 1);
                 Ok(false)
             }
             Err(e) => {
@@ -777,7 +962,7 @@ impl Member {
                 );
                 self.summary.lost_appends += 1;
                 self.step_down().await;
-                self.rebuild(tick - 1).await?;
+                self.start_rebuild(tick - 1);
                 Ok(false)
             }
         }
@@ -820,13 +1005,73 @@ impl Member {
         }
     }
 
-    /// Puts the world back at `tick` from the stream, after a tick this
-    /// node stepped was not appended.
-    async fn rebuild(&mut self, tick: u64) -> Result<(), ClusterError> {
+    /// Starts putting the world back at `tick` from the snapshots and the
+    /// stream, in the background, after a tick this node stepped was not
+    /// appended. Until it is done the node applies no record and does not
+    /// take the lease; a consumer being made meanwhile is not used.
+    fn start_rebuild(&mut self, tick: u64) {
+        self.rebuilding = Some((tick, true));
+        self.consumer_gen += 1;
         let config = *self.node.world().config();
-        let world = load_world(&self.log, &config, tick).await?;
-        self.node.replace_world(world);
-        Ok(())
+        let log = self.log.clone();
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let world = load_world(&log, &config, tick).await.map(Box::new);
+            let _ = tx.send(Done::Rebuilt { tick, world }).await;
+        });
+    }
+
+    /// Starts making a consumer of the stream from the next tick, in the
+    /// background (one attempt, bounded).
+    fn request_consumer(&mut self) {
+        self.consuming = true;
+        let (gen, from) = (self.consumer_gen, self.node.world().tick() + 1);
+        let log = self.log.clone();
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let made = tokio::time::timeout(CONSUME_CALL, log.consume_once(from))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ClusterError::Nats {
+                        what: "create a consumer",
+                        detail: format!("no answer within {CONSUME_CALL:?}"),
+                    })
+                });
+            let consumer = Some(made.map(Box::new));
+            let _ = tx
+                .send(Done::Consumer {
+                    gen,
+                    from,
+                    consumer,
+                })
+                .await;
+        });
+    }
+
+    /// Starts reading, in the background, the records after this node's
+    /// tick that the stream holds, straight from its replicas (a direct get
+    /// needs no consumer to place and no stream leader): what a silent
+    /// consumer did not deliver. Answered with [`Done::Records`], empty
+    /// when the stream is not ahead or does not answer.
+    fn start_read(&mut self) {
+        self.reading = true;
+        let (gen, from) = (self.consumer_gen, self.node.world().tick() + 1);
+        let log = self.log.clone();
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let records = match log.last_tick_now().await {
+                Ok(last) if last >= from => {
+                    let read = tokio::time::timeout(CONSUME_CALL, log.read_direct(from, last));
+                    read.await.unwrap_or_default()
+                }
+                Ok(_) => Vec::new(),
+                Err(e) => {
+                    debug!("the stream's state: {e}");
+                    Vec::new()
+                }
+            };
+            let _ = tx.send(Done::Records { gen, from, records }).await;
+        });
     }
 
     async fn housekeeping(
@@ -850,6 +1095,8 @@ impl Member {
                     }
                 }
             }
+        } else if self.rebuilding.is_some() {
+            // The world is not at a tick of the stream: lead only once it is.
         } else if let Some(revision) = self.log.take_lease(&self.holder).await {
             match self.log.last_tick_now().await {
                 Ok(ready_at) => {

@@ -6,8 +6,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-
 use super::log::{connect, ClusterLog};
 use super::record::decode_record;
 use super::ClusterError;
@@ -81,36 +79,28 @@ async fn export_log(log: &ClusterLog, dir: &Path) -> Result<Exported, ClusterErr
         .map_err(|e| ClusterError::Options(format!("{}: {e}", path.display())))?;
     let mut out = Exported::default();
     if last > 0 {
-        let mut consumer = log.consume(1).await?;
+        // Read straight from the stream's replicas (direct gets): no
+        // consumer to place, which right after a NATS server died can take
+        // several attempts of 2 s each.
         let mut expected = 1;
-        let mut retries = 0;
+        let mut batch = std::collections::VecDeque::new();
         while expected <= last {
-            let msg = match consumer.next().await {
-                Some(Ok(m)) => m,
-                other => {
-                    // A consumer through a server that went away: again
-                    // from the next record, a bounded number of times.
-                    retries += 1;
-                    if retries > 20 {
-                        let why = match other {
-                            Some(Err(e)) => e.to_string(),
-                            _ => "the consumer ended".into(),
-                        };
-                        return Err(ClusterError::nats("consume the stream", why));
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    consumer = log.consume(expected).await?;
-                    continue;
+            if batch.is_empty() {
+                batch.extend(log.read_direct(expected, last).await);
+                if batch.is_empty() {
+                    // Not answered at once (the NATS cluster may be
+                    // re-electing): one record, retried for a while.
+                    let (_, payload, _) = log.get(expected).await?;
+                    batch.push_back((expected, payload, None));
                 }
+            }
+            let Some((seq, payload, _)) = batch.pop_front() else {
+                continue;
             };
-            let seq = msg
-                .info()
-                .map_err(|e| ClusterError::nats("read a record's sequence", e))?
-                .stream_sequence;
             if seq != expected {
                 return Err(ClusterError::OutOfSequence { seq, expected });
             }
-            let record = decode_record(seq, &msg.payload).map_err(|f| ClusterError::BadRecord {
+            let record = decode_record(seq, &payload).map_err(|f| ClusterError::BadRecord {
                 seq,
                 fault: f.to_string(),
             })?;

@@ -292,13 +292,15 @@ impl ClusterLog {
         Ok(info.state.last_sequence)
     }
 
-    /// [`last_tick`](Self::last_tick), asked once (no retries): for a
-    /// loop that must not block.
+    /// [`last_tick`](Self::last_tick), asked once (no retries) and given
+    /// up after 500 ms: for a loop that must not block. While the stream
+    /// re-elects, the node that took the lease asks again every 100 ms
+    /// instead of every 2 s (the JetStream request timeout), so it leads
+    /// sooner once the stream answers.
     pub async fn last_tick_now(&self) -> Result<u64, ClusterError> {
-        let info = self
-            .stream
-            .get_info()
+        let info = tokio::time::timeout(LEASE_CALL, self.stream.get_info())
             .await
+            .map_err(|_| ClusterError::nats("read the stream's state", "timed out"))?
             .map_err(|e| ClusterError::nats("read the stream's state", e))?;
         Ok(info.state.last_sequence)
     }
@@ -338,9 +340,20 @@ impl ClusterLog {
 
     /// The record at `seq`, its raw bytes and its batch header value.
     pub async fn get(&self, seq: u64) -> Result<(Record, Bytes, String), ClusterError> {
-        let m = retry(|| self.stream.get_raw_message(seq))
-            .await
-            .map_err(|e| ClusterError::nats("read a record", e))?;
+        // From any replica first (a direct get answers while the stream
+        // elects a leader), else from the stream's leader.
+        let m = retry(|| async {
+            match tokio::time::timeout(DIRECT_CALL, self.stream.direct_get(seq)).await {
+                Ok(Ok(m)) if m.sequence == seq => Ok(m),
+                _ => self
+                    .stream
+                    .get_raw_message(seq)
+                    .await
+                    .map_err(|e| e.to_string()),
+            }
+        })
+        .await
+        .map_err(|e| ClusterError::nats("read a record", e))?;
         let record = decode_record(seq, &m.payload).map_err(|fault| ClusterError::BadRecord {
             seq,
             fault: fault.to_string(),
@@ -353,19 +366,45 @@ impl ClusterLog {
         Ok((record, m.payload, batches))
     }
 
-    /// An ordered consumer of the tick records from `start` on.
+    /// Records `from..=to` as any replica of the stream has them (direct
+    /// gets: no consumer, no stream leader involved), each asked once:
+    /// (sequence, bytes, batch header), stopping at the first one not
+    /// answered; at most [`MAX_DIRECT_READ`] records.
+    pub async fn read_direct(&self, from: u64, to: u64) -> Vec<(u64, Bytes, Option<String>)> {
+        let mut out = Vec::new();
+        for seq in from..=to.min(from.saturating_add(MAX_DIRECT_READ - 1)) {
+            let got = tokio::time::timeout(DIRECT_CALL, self.stream.direct_get(seq)).await;
+            let Ok(Ok(m)) = got else { break };
+            if m.sequence != seq {
+                break;
+            }
+            let batches = m.headers.get(BATCHES_HEADER).map(|v| v.as_str().to_owned());
+            out.push((seq, m.payload, batches));
+        }
+        out
+    }
+
+    /// An ordered consumer of the tick records from `start` on, its
+    /// creation retried for a while.
     pub async fn consume(&self, start: u64) -> Result<consumer::pull::Ordered, ClusterError> {
-        let consumer = retry(|| {
-            self.stream.create_consumer(consumer::pull::OrderedConfig {
+        retry_cluster(|| self.consume_once(start)).await
+    }
+
+    /// An ordered consumer of the tick records from `start` on, asked for
+    /// once: it fails after the JetStream request timeout (2 s) when no
+    /// server answers, so a caller that must stay live can try again later.
+    pub async fn consume_once(&self, start: u64) -> Result<consumer::pull::Ordered, ClusterError> {
+        let consumer = self
+            .stream
+            .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: self.names.ticks.clone(),
                 deliver_policy: consumer::DeliverPolicy::ByStartSequence {
                     start_sequence: start.max(1),
                 },
                 ..Default::default()
             })
-        })
-        .await
-        .map_err(|e| ClusterError::nats("create a consumer", e))?;
+            .await
+            .map_err(|e| ClusterError::nats("create a consumer", e))?;
         consumer
             .messages()
             .await
@@ -470,6 +509,12 @@ impl ClusterLog {
         Ok(out)
     }
 }
+
+/// Most records [`ClusterLog::read_direct`] reads at once.
+pub const MAX_DIRECT_READ: u64 = 1000;
+
+/// Longest one direct get may take.
+const DIRECT_CALL: Duration = Duration::from_millis(1000);
 
 /// Longest a lease call may take: the node's loop waits for it, and an
 /// answer later than the lease's own time is worthless anyway.

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant as StdInstant};
 
 use lockgrid_host::serve::rules::spawn_point;
 use lockgrid_kernel::{Fix, Move, Pos};
-use lockgrid_protocol::{Client, ClientConfig, ClientEvent, Instant, WorldParams};
+use lockgrid_protocol::{
+    Client, ClientConfig, ClientEvent, DisconnectReason, Instant, WorldParams,
+};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_lockgrid");
 
@@ -57,6 +59,8 @@ pub fn free_port() -> u16 {
 pub struct NatsServer {
     pub child: Child,
     pub port: u16,
+    /// Its HTTP monitoring port (`/jsz`).
+    pub monitor: u16,
     pub name: String,
 }
 
@@ -70,6 +74,27 @@ impl NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// The name of the server leading stream `stream`'s Raft group, as
+    /// this server's monitoring endpoint (`/jsz`) reports it.
+    pub fn stream_leader(&self, stream: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut tcp = TcpStream::connect(("127.0.0.1", self.monitor)).ok()?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        tcp.write_all(b"GET /jsz?accounts=true&streams=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut reply = String::new();
+        tcp.read_to_string(&mut reply).ok()?;
+        let body = &reply[reply.find("\r\n\r\n")? + 4..];
+        let jsz: serde_json::Value = serde_json::from_str(body).ok()?;
+        jsz["account_details"]
+            .as_array()?
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten())
+            .find(|s| s["name"] == stream)
+            .and_then(|s| s["cluster"]["leader"].as_str())
+            .map(str::to_owned)
+    }
 }
 
 impl Drop for NatsServer {
@@ -82,8 +107,18 @@ impl Drop for NatsServer {
 /// else a cluster with routes between all of them. Waits until each
 /// accepts TCP connections.
 pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
-    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-    let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    // Every port held until all are chosen, so that no two are the same.
+    let held: Vec<std::net::TcpListener> = (0..3 * n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .collect();
+    let free: Vec<u16> = held
+        .iter()
+        .map(|l| l.local_addr().expect("local addr").port())
+        .collect();
+    drop(held);
+    let ports = &free[..n];
+    let routes = &free[n..2 * n];
+    let monitors = &free[2 * n..];
     let route_list = routes
         .iter()
         .map(|p| format!("nats://127.0.0.1:{p}"))
@@ -95,7 +130,8 @@ pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
         let sd = dir.join(&name);
         std::fs::create_dir_all(&sd).unwrap();
         let mut cmd = Command::new(bin);
-        cmd.args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string(), "-sd"])
+        cmd.args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string()])
+            .args(["-m", &monitors[i].to_string(), "-sd"])
             .arg(&sd)
             .args(["-n", &name]);
         if n > 1 {
@@ -117,6 +153,7 @@ pub fn start_nats(bin: &Path, dir: &Path, n: usize) -> Vec<NatsServer> {
         servers.push(NatsServer {
             child,
             port: ports[i],
+            monitor: monitors[i],
             name,
         });
     }
@@ -147,6 +184,11 @@ impl LgNode {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Whether the process is still running (it did not exit on its own).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Whether it said it leads and has not said it follows since.
@@ -199,6 +241,13 @@ pub fn start_node(urls: &str, world: &str, data: &Path, extra: &[&str]) -> LgNod
     start_serve(data, &args)
 }
 
+/// The nodes' log filter: `LOCKGRID_TEST_NODE_LOG` when set (say
+/// `warn,lockgrid_host=debug,async_nats=debug` to see a node's NATS
+/// traffic), else `warn`.
+pub fn node_log() -> String {
+    std::env::var("LOCKGRID_TEST_NODE_LOG").unwrap_or_else(|_| "warn".to_owned())
+}
+
 /// Starts `lockgrid serve` (one node, its own journal, unless `extra`
 /// says `--cluster`); waits (bounded) until it listens.
 pub fn start_serve(data: &Path, extra: &[&str]) -> LgNode {
@@ -207,13 +256,23 @@ pub fn start_serve(data: &Path, extra: &[&str]) -> LgNode {
         .args(["--addr", "127.0.0.1:0", "--data-dir"])
         .arg(data)
         .args(extra)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", node_log())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("lockgrid serve starts");
     let out = child.stdout.take().expect("stdout is piped");
+    // Its log, each line marked with its data folder's name.
+    let err = child.stderr.take().expect("stderr is piped");
+    let tag = data
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("[{tag}] {line}");
+        }
+    });
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&lines);
     std::thread::spawn(move || {
@@ -279,6 +338,8 @@ pub struct Walker {
     /// Input sent → acknowledged, for every input acknowledged.
     pub latencies: Vec<Duration>,
     sent_at: Option<StdInstant>,
+    /// Every end of a connection, when and why.
+    pub goodbyes: Vec<(StdInstant, DisconnectReason)>,
 }
 
 impl Walker {
@@ -303,7 +364,13 @@ impl Walker {
             moves: 0,
             latencies: Vec::new(),
             sent_at: None,
+            goodbyes: Vec::new(),
         }
+    }
+
+    /// Whether the current connection is up (it has its entity).
+    pub fn connected(&self) -> bool {
+        self.entity.is_some()
     }
 
     fn now(&self) -> Instant {
@@ -364,7 +431,8 @@ impl Walker {
                     self.entity = Some(w.entity);
                     self.pos = spawn_point(&w.world, w.entity);
                 }
-                ClientEvent::Disconnected { .. } => {
+                ClientEvent::Disconnected { reason } => {
+                    self.goodbyes.push((StdInstant::now(), reason));
                     self.move_on();
                     return;
                 }
