@@ -47,5 +47,6 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod store;
+pub mod threads;
 pub mod token;
 pub mod view;

@@ -72,6 +72,7 @@ mod tests;
 use core::fmt;
 use std::collections::BTreeMap;
 
+use crate::threads::Threads;
 use lockgrid_kernel::{Command, CommandKind, Config, EntityId, Event, Spawn, TickReport, World};
 use lockgrid_protocol::{
     BufferTooSmall, ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent,
@@ -106,6 +107,10 @@ pub struct NodeConfig {
     pub max_packets_per_sec: u32,
     /// Client entities get ids from here up, skipping ids in use.
     pub first_client_id: EntityId,
+    /// Threads that step the world, the node's own included (1: serial;
+    /// see [`World::step_with`](lockgrid_kernel::World::step_with)).
+    /// Events and digests are the same for every count.
+    pub threads: usize,
 }
 
 impl Default for NodeConfig {
@@ -115,6 +120,7 @@ impl Default for NodeConfig {
             snapshot_every: 600,
             max_packets_per_sec: 1000,
             first_client_id: CLIENT_ID_BASE + 1,
+            threads: 1,
         }
     }
 }
@@ -235,7 +241,8 @@ where
                 "the tick interval must be positive".into(),
             ));
         }
-        let (world, report) = restore(&mut storage, world)?;
+        let (mut world, report) = restore(&mut storage, world)?;
+        world.reserve_width(config.threads);
         let mut server = Server::new(config.server, WorldParams::from(world.config()))
             .map_err(|e| NodeError::Config(format!("protocol: {e}")))?;
         if world.tick() > 0 {
@@ -654,7 +661,11 @@ where
             self.commands.append(moves);
         }
         self.events.clear();
-        let report = self.world.step(&self.commands, &mut self.events);
+        let report = self.world.step_with(
+            &self.commands,
+            &mut self.events,
+            &Threads::new(self.config.threads),
+        );
         // Durable before anything about the tick goes out.
         self.storage
             .append(report.tick, &self.commands, report.digest)?;

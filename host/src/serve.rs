@@ -68,6 +68,9 @@ pub struct ServeOptions {
     pub world: Config,
     /// Snapshot every this many ticks (0: never).
     pub snapshot_every: u64,
+    /// Threads that step the world, the serving one included (see
+    /// [`NodeConfig::threads`]).
+    pub threads: usize,
     /// Journal durability.
     pub sync: SyncPolicy,
     /// A data folder with snapshots but no journal: delete them and start a
@@ -108,6 +111,7 @@ impl Default for ServeOptions {
             max_speed: Fix::from_num(200),
             world: Config::default(),
             snapshot_every: 600,
+            threads: 1,
             sync: SyncPolicy::EveryTick,
             discard_snapshots: false,
             stop_after_ticks: None,
@@ -258,6 +262,7 @@ pub fn serve_with(
         },
         snapshot_every: opts.snapshot_every,
         max_packets_per_sec: opts.max_packets_per_sec,
+        threads: opts.threads,
         ..NodeConfig::default()
     };
     check_memory(&opts)?;

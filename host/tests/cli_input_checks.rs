@@ -300,3 +300,27 @@ fn a_budget_is_a_size_per_second_and_zero_is_refused() {
         stderr(&out)
     );
 }
+
+#[test]
+fn threads_run_from_one_to_eight() {
+    // Radius mode without hysteresis, where the sweep (the part that
+    // splits over threads) can run.
+    let radius = "[world]\nvisibility = \"radius\"\n[server]\nnpcs = 40\nthreads = 4\n";
+    served_world(radius).expect("4 threads");
+    let message = served_world("[server]\nthreads = 9\n").expect_err("refused");
+    assert!(
+        message.contains("[server] threads 9: from 1 to 8"),
+        "{message}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let out = lockgrid(&[
+        "serve",
+        "--data-dir",
+        data.to_str().expect("utf-8 path"),
+        "--threads",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--threads"), "{}", stderr(&out));
+}

@@ -38,6 +38,7 @@ use crate::digest::{DigestSums, PairHasher};
 use crate::emit::{send_enter, send_leave};
 use crate::event::EventSink;
 use crate::fixed_point::Fix;
+use crate::fork::{self, Fork, MAX_WIDTH};
 use crate::plan;
 use crate::rule;
 #[cfg(debug_assertions)]
@@ -73,8 +74,9 @@ pub(crate) struct Sweep {
     /// The same subjects grouped by observer: `by_observer[at[o]..at[o + 1]]`.
     by_observer: Vec<u32>,
     at: Vec<u32>,
-    /// One viewer's partners near enough to the radius to test twice.
-    band: Vec<u32>,
+    /// One viewer's partners near enough to the radius to test twice: one
+    /// buffer for each task the pairs may be split into (see `fork.rs`).
+    bands: Vec<Vec<u32>>,
     /// The squares' copy split in two: the observers whose views the sweep
     /// keeps, and everyone else. A pair matters only with one of the first
     /// in it, so crowds that are culled (or of NPCs) cost the sweep
@@ -105,7 +107,7 @@ impl Sweep {
             found: vec![(0, 0); room + 1],
             by_observer: vec![0; room],
             at: vec![0; n + 1],
-            band: vec![0; max_entities + 1],
+            bands: vec![vec![0; max_entities + 1]],
             others: viewers
                 .as_ref()
                 .and_then(|_| PackedSquares::new(config, config.max_entities)),
@@ -134,6 +136,16 @@ impl Sweep {
         self.at.copy_within(..last, 1);
         self.at[0] = 0;
         self.active = true;
+    }
+
+    /// Makes room for the pairs to be split into up to `width` tasks (at
+    /// most [`MAX_WIDTH`]); returns the width it has room for.
+    pub(crate) fn reserve_width(&mut self, width: usize) -> usize {
+        let n = self.bands.first().map_or(0, Vec::len);
+        while self.bands.len() < width.min(MAX_WIDTH) {
+            self.bands.push(vec![0; n]);
+        }
+        self.bands.len()
     }
 
     /// Whether the config lets the sweep run at all.
@@ -190,12 +202,12 @@ impl Sweep {
     /// its step; `step` is the tick's largest recorded step on either
     /// axis. Returns whether the sweep holds them; if not, no view was
     /// touched.
-    pub(crate) fn find_changes(
+    pub(crate) fn find_changes<F: Fork + ?Sized>(
         &mut self,
         squares: &PackedSquares,
         scene: &Scene<'_>,
-        step: i64,
-        t: u64,
+        (step, t): (i64, u64),
+        fork: &F,
     ) -> bool {
         if !self.possible() {
             return false;
@@ -234,7 +246,6 @@ impl Sweep {
             (&*viewers, Some(&*others))
         };
         let (cols, rows) = squares.dims();
-        let viewed = viewers.records();
         let room = sweep.found.len() - 1;
         let mut k = 0usize;
         // Jumps, spawns and despawns, around where each was and is.
@@ -261,60 +272,18 @@ impl Sweep {
         if k >= room {
             return false;
         }
-        // The pairs stay in this function: split out into one of their own
-        // they measured 3.5% slower at uniform-10k radius.
-        for row in 0..rows {
-            let (top, bottom) = (
-                row.saturating_sub(span),
-                row.saturating_add(span).min(rows - 1),
-            );
-            for col in 0..cols {
-                let last_col = col.saturating_add(span).min(cols - 1);
-                let first_col = col.saturating_sub(span);
-                for i in viewers.start_of(col, row)..viewers.start_of(col + 1, row) {
-                    // Past the room, a change may have been dropped.
-                    if k >= room {
-                        return false;
-                    }
-                    let a = viewed[i];
-                    let ra = enter2[a.slot as usize];
-                    let (lo, hi) = band_of(
-                        r_min,
-                        r_max,
-                        stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + other_step,
-                    );
-                    let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
-                    // Other viewers: each pair once, for both directions,
-                    // later in the same row or in the rows below.
-                    let same_row = (i + 1)..viewers.start_of(last_col + 1, row);
-                    let below = (row + 1..=bottom)
-                        .map(|r| viewers.start_of(first_col, r)..viewers.start_of(last_col + 1, r));
-                    let mut n = 0;
-                    for run in core::iter::once(same_row).chain(below) {
-                        n = band(&mut sweep.band, n, viewed, run, &a, (lo, hi));
-                    }
-                    for &j in &sweep.band[..n] {
-                        let b = &viewed[j as usize];
-                        let d = distances(&a, (ax, ay), b);
-                        let rb = enter2[b.slot as usize];
-                        k = record(&mut sweep.found, k, (a.slot, b.slot), d, ra);
-                        k = record(&mut sweep.found, k, (b.slot, a.slot), d, rb);
-                    }
-                    // Everyone else around, for this viewer's direction.
-                    let Some(others) = others else { continue };
-                    let other = others.records();
-                    let mut n = 0;
-                    for r in top..=bottom {
-                        let run = others.start_of(first_col, r)..others.start_of(last_col + 1, r);
-                        n = band(&mut sweep.band, n, other, run, &a, (lo, hi));
-                    }
-                    for &j in &sweep.band[..n] {
-                        let d = distances(&a, (ax, ay), &other[j as usize]);
-                        k = record(&mut sweep.found, k, (a.slot, other[j as usize].slot), d, ra);
-                    }
-                }
-            }
-        }
+        let pairs = Pairs {
+            viewers,
+            others,
+            enter2,
+            dims: (cols, rows),
+            span,
+            radii: (r_min, r_max),
+            other_step,
+        };
+        let Some(k) = pairs.split(fork, k, &mut sweep.found, &mut sweep.bands) else {
+            return false;
+        };
         if k >= room {
             return false;
         }
@@ -425,6 +394,163 @@ impl Sweep {
             send_enter(sink, edit.sums, &pairs, ids.id(s), shown);
         }
         Some((gone.len() + entered.len()) as u64)
+    }
+}
+
+/// What every task of the sweep's pairs reads: the viewers' copy (and
+/// everyone else's, where not every entity is a viewer), their enter
+/// distances², the squares' columns and rows, how many squares away a
+/// pair may be, the least and greatest radius, and the bound on the
+/// other end's step.
+struct Pairs<'a> {
+    viewers: &'a PackedSquares,
+    others: Option<&'a PackedSquares>,
+    enter2: &'a [u64],
+    dims: (u32, u32),
+    span: u32,
+    radii: (i64, i64),
+    other_step: i64,
+}
+
+impl Pairs<'_> {
+    /// Splits the rows of squares into `fork`'s width of bands holding
+    /// about as many viewers each, records each band's changes into its
+    /// own part of `found` after the first `k` (its own scratch in
+    /// `bands`), and joins the parts in row order. Returns the count, or
+    /// `None` when a part outgrew its room: the sweep then gives up.
+    fn split<F: Fork + ?Sized>(
+        &self,
+        fork: &F,
+        k: usize,
+        found: &mut [(u32, u32)],
+        bands: &mut [Vec<u32>],
+    ) -> Option<usize> {
+        let width = fork::width_of(fork, bands.len());
+        if width == 1 {
+            let band = bands.first_mut()?;
+            let n = self.rows(0..self.dims.1, found.get_mut(k..)?, band)?;
+            return Some(k + n);
+        }
+        let rows = self.dims.1;
+        let total = self.viewers.records().len();
+        // Row `bounds[w]` starts task `w`'s band of rows.
+        let mut bounds = [rows; MAX_WIDTH + 1];
+        bounds[0] = 0;
+        for (w, bound) in bounds.iter_mut().enumerate().take(width).skip(1) {
+            let want = total * w / width;
+            *bound = (0..rows)
+                .find(|&r| self.viewers.start_of(0, r) >= want)
+                .unwrap_or(rows);
+        }
+        let (_, rest) = found.split_at_mut(k);
+        // Each part keeps one entry spare, as `found` does.
+        let part = rest.len() / width;
+        if part < 2 {
+            return None;
+        }
+        let mut counts = [None::<usize>; MAX_WIDTH];
+        {
+            let mut tasks = heapless::Vec::<_, MAX_WIDTH>::new();
+            let parts = rest.chunks_mut(part);
+            for (((w, found), band), count) in (0..width)
+                .zip(parts)
+                .zip(bands.iter_mut())
+                .zip(counts.iter_mut())
+            {
+                let band_rows = bounds[w]..bounds[w + 1];
+                let task = move || *count = self.rows(band_rows.clone(), &mut *found, band);
+                if tasks.push(task).is_err() {
+                    return None;
+                }
+            }
+            let mut run = heapless::Vec::<&mut (dyn FnMut() + Send), MAX_WIDTH>::new();
+            for task in tasks.iter_mut() {
+                if run.push(task).is_err() {
+                    return None;
+                }
+            }
+            fork.join(&mut run);
+        }
+        // Join the parts in row order right after the first `k`.
+        let mut end = k;
+        for (w, count) in counts.iter().take(width).enumerate() {
+            let n = (*count)?;
+            let from = k + w * part;
+            found.copy_within(from..from + n, end);
+            end += n;
+        }
+        Some(end)
+    }
+
+    /// Records the changes of the pairs whose first viewer (in square
+    /// order) lies in `rows` into `found`, with `band` as scratch. Returns
+    /// how many, or `None` when they outgrew `found` (one entry spare).
+    #[inline(always)]
+    fn rows(
+        &self,
+        rows: core::ops::Range<u32>,
+        found: &mut [(u32, u32)],
+        band_scratch: &mut [u32],
+    ) -> Option<usize> {
+        let (viewers, enter2, span) = (self.viewers, self.enter2, self.span);
+        let (cols, all_rows) = self.dims;
+        let (r_min, r_max) = self.radii;
+        let room = found.len().checked_sub(1)?;
+        let mut k = 0usize;
+        let viewed = viewers.records();
+        for row in rows {
+            let (top, bottom) = (
+                row.saturating_sub(span),
+                row.saturating_add(span).min(all_rows - 1),
+            );
+            for col in 0..cols {
+                let last_col = col.saturating_add(span).min(cols - 1);
+                let first_col = col.saturating_sub(span);
+                for i in viewers.start_of(col, row)..viewers.start_of(col + 1, row) {
+                    // Past the room, a change may have been dropped.
+                    if k >= room {
+                        return None;
+                    }
+                    let a = viewed[i];
+                    let ra = enter2[a.slot as usize];
+                    let (lo, hi) = band_of(
+                        r_min,
+                        r_max,
+                        stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + self.other_step,
+                    );
+                    let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
+                    // Other viewers: each pair once, for both directions,
+                    // later in the same row or in the rows below.
+                    let same_row = (i + 1)..viewers.start_of(last_col + 1, row);
+                    let below = (row + 1..=bottom)
+                        .map(|r| viewers.start_of(first_col, r)..viewers.start_of(last_col + 1, r));
+                    let mut n = 0;
+                    for run in core::iter::once(same_row).chain(below) {
+                        n = band(band_scratch, n, viewed, run, &a, (lo, hi));
+                    }
+                    for &j in &band_scratch[..n] {
+                        let b = &viewed[j as usize];
+                        let d = distances(&a, (ax, ay), b);
+                        let rb = enter2[b.slot as usize];
+                        k = record(found, k, (a.slot, b.slot), d, ra);
+                        k = record(found, k, (b.slot, a.slot), d, rb);
+                    }
+                    // Everyone else around, for this viewer's direction.
+                    let Some(others) = self.others else { continue };
+                    let other = others.records();
+                    let mut n = 0;
+                    for r in top..=bottom {
+                        let run = others.start_of(first_col, r)..others.start_of(last_col + 1, r);
+                        n = band(band_scratch, n, other, run, &a, (lo, hi));
+                    }
+                    for &j in &band_scratch[..n] {
+                        let d = distances(&a, (ax, ay), &other[j as usize]);
+                        k = record(found, k, (a.slot, other[j as usize].slot), d, ra);
+                    }
+                }
+            }
+        }
+        (k < room).then_some(k)
     }
 }
 

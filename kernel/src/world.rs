@@ -15,6 +15,7 @@ use crate::digest::{config_hash, DigestSums, PairHasher};
 use crate::emit::{send_enter, send_leave};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
+use crate::fork::{Fork, Serial};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
 use crate::margin::{Listed, Margins};
@@ -485,14 +486,55 @@ impl World {
     /// Never allocates and never panics; a command that cannot apply becomes
     /// an [`Event::Rejected`] and the rest of the tick still applies.
     pub fn step<S: EventSink>(&mut self, commands: &[Command], sink: &mut S) -> TickReport {
+        self.step_with(commands, sink, &Serial)
+    }
+
+    /// [`World::step`], with the host's threads: parts of the tick are
+    /// split into tasks run by `fork` (see [`Fork`]), up to the width
+    /// reserved with [`World::reserve_width`]. Events, their order and
+    /// the digest are exactly those of [`World::step`], for every width.
+    ///
+    /// Today the split part is the radius-mode sweep's search for the
+    /// pairs that crossed a radius (`sweep.rs`), the largest part of a
+    /// busy radius-mode tick; every other stage runs on the calling
+    /// thread.
+    ///
+    /// ```
+    /// use lockgrid_kernel::{Config, CountingSink, Serial, World};
+    ///
+    /// let mut world = World::new(Config::default()).unwrap();
+    /// world.reserve_width(4);
+    /// let report = world.step_with(&[], &mut CountingSink::default(), &Serial);
+    /// assert_eq!(report.tick, 1);
+    /// ```
+    pub fn step_with<S: EventSink, F: Fork + ?Sized>(
+        &mut self,
+        commands: &[Command],
+        sink: &mut S,
+        fork: &F,
+    ) -> TickReport {
         // Debug builds check every event against the one comparator.
         #[cfg(debug_assertions)]
         let sink = &mut crate::event::InOrder::new(sink);
-        self.run_tick(commands, sink)
+        self.run_tick(commands, sink, fork)
+    }
+
+    /// Makes room for [`World::step_with`] to split a tick into up to
+    /// `width` tasks (at most [`MAX_WIDTH`](crate::MAX_WIDTH)); returns the
+    /// width it has room for. Allocates (a scratch buffer of 4 bytes per
+    /// entity for each task), so call it once, after construction, not
+    /// between ticks that must not allocate.
+    pub fn reserve_width(&mut self, width: usize) -> usize {
+        self.sweep.reserve_width(width)
     }
 
     /// [`World::step`]'s body.
-    fn run_tick<S: EventSink>(&mut self, commands: &[Command], sink: &mut S) -> TickReport {
+    fn run_tick<S: EventSink, F: Fork + ?Sized>(
+        &mut self,
+        commands: &[Command],
+        sink: &mut S,
+        fork: &F,
+    ) -> TickReport {
         let t = self.tick + 1;
         let mut events = 0u64;
         self.touched.clear();
@@ -626,7 +668,7 @@ impl World {
             RebuildSource::Lists => {}
             RebuildSource::Squares => {
                 self.hit(Path::RebuildFromSquares);
-                self.sort_and_sweep(refresh == Refresh::RebuildAll, t);
+                self.sort_and_sweep(refresh == Refresh::RebuildAll, t, fork);
             }
             RebuildSource::SortedCells => {
                 self.hit(Path::RebuildFromSortedCells);
@@ -1138,7 +1180,7 @@ impl World {
     /// and sweeping (`sweep.rs`) where the tick allows it: every view
     /// rebuilt (`mark_all`) or swept, no slot taken over, and few enough
     /// spawns, despawns and jumps.
-    fn sort_and_sweep(&mut self, mark_all: bool, t: u64) {
+    fn sort_and_sweep<F: Fork + ?Sized>(&mut self, mark_all: bool, t: u64, fork: &F) {
         // Sweeping needs every view to be a function of last tick's
         // positions, and pairs to name subjects by slot.
         let steady = mark_all
@@ -1174,7 +1216,7 @@ impl World {
                 count: self.count,
             };
             let swept = match &self.squares {
-                Some(squares) => self.sweep.find_changes(squares, &scene, largest, t),
+                Some(squares) => self.sweep.find_changes(squares, &scene, (largest, t), fork),
                 None => false,
             };
             if swept {

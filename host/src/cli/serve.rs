@@ -45,6 +45,10 @@ pub(crate) struct ServeArgs {
     /// Write a state snapshot every this many ticks, 0 for never [default: 600].
     #[arg(long, value_name = "TICKS")]
     snapshot_every: Option<u64>,
+    /// Threads that step the world, the serving one included: the busy
+    /// radius-mode tick's search for pairs splits over them [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    threads: Option<u32>,
     /// Disconnect a client silent for this many seconds, despawning its entity [default: 10].
     #[arg(long, value_name = "S")]
     client_timeout: Option<f64>,
@@ -113,6 +117,7 @@ struct ServerDe {
     #[allow(dead_code)] // read from the source text instead, see `speed_text`
     max_speed: Option<toml::Value>,
     snapshot_every: Option<u64>,
+    threads: Option<u32>,
     client_timeout: Option<f64>,
     metrics: Option<SocketAddr>,
     budget: Option<BudgetDe>,
@@ -346,6 +351,14 @@ fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failur
     }
     if let Some(v) = args.snapshot_every.or(file.snapshot_every) {
         opts.snapshot_every = v;
+    }
+    if let Some(v) = args.threads.or(file.threads) {
+        if !(1..=8).contains(&v) {
+            return Err(Failure::new(format_args!(
+                "[server] threads {v}: from 1 to 8"
+            )));
+        }
+        opts.threads = v as usize;
     }
     if let Some(s) = args.client_timeout.or(file.client_timeout) {
         opts.client_timeout = Duration::try_from_secs_f64(s)

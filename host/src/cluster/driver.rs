@@ -309,6 +309,7 @@ async fn run(
         } else {
             CLIENT_ID_BASE + (u64::from(slot) << 24) + 1
         },
+        threads: opts.threads,
     };
     let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
     let clock = Clock(std::time::Instant::now());

@@ -37,6 +37,7 @@ mod workload;
 
 use std::fmt::Write as _;
 
+use lockgrid_host::threads::Threads;
 use lockgrid_kernel::{Command, EntityId, Visibility, World};
 
 use adapter::{Adapter, Peer};
@@ -44,7 +45,7 @@ use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
 use workload::{Kind, Spec, Stream};
 
 const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
-           [--lockgrid-only [--full-tick]] [--cold] [--ticks N]
+           [--lockgrid-only [--full-tick]] [--cold] [--ticks N] [--threads N]
   --quick      few ticks per workload, a smoke run: skips N > 10k, mixed10-10k,
                mixed-int-10k and stopgo-10k unless named, and the cross-linked
                list on teleport-10k (a teleport walks the whole lists)
@@ -53,6 +54,7 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --cold       sweep 64 MiB through the caches before every timed step, as the
                peers do in a full run (use with --lockgrid-only)
   --ticks      timed ticks per contender, overriding the plan
+  --threads    step the kernel with this many threads (World::step_with; default 1)
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
@@ -65,6 +67,7 @@ struct Options {
     lockgrid_only: bool,
     full_tick: bool,
     cold: bool,
+    threads: usize,
     ticks: Option<u64>,
     only: Vec<String>,
     modes: Vec<Visibility>,
@@ -76,6 +79,7 @@ fn options() -> Options {
         lockgrid_only: false,
         full_tick: false,
         cold: false,
+        threads: 1,
         ticks: None,
         only: Vec::new(),
         modes: vec![Visibility::Grid, Visibility::Radius],
@@ -89,6 +93,10 @@ fn options() -> Options {
             "--lockgrid-only" => o.lockgrid_only = true,
             "--full-tick" => o.full_tick = true,
             "--cold" => o.cold = true,
+            "--threads" => {
+                let v = args.next().and_then(|v| v.parse().ok()).filter(|&n| n >= 1);
+                o.threads = v.unwrap_or_else(|| die("--threads needs a number of at least 1"));
+            }
             "--ticks" => {
                 let v = args.next().and_then(|v| v.parse().ok());
                 o.ticks = Some(v.unwrap_or_else(|| die("--ticks needs a number")));
@@ -379,12 +387,16 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let mut lineup: Vec<(String, Result<Entry, String>)> = Vec::new();
     lineup.push((
         "**lockgrid** (Updates throttled away: same work as the peers)".into(),
-        Ok(Entry::new(p.timed, || Kernel::new(spec, mode, true))),
+        Ok(Entry::new(p.timed, || {
+            Kernel::new(spec, mode, true, opts.threads)
+        })),
     ));
     if !opts.lockgrid_only || opts.full_tick {
         lineup.push((
             "lockgrid, full tick (default throttle, with Updates)".into(),
-            Ok(Entry::new(p.timed, || Kernel::new(spec, mode, false))),
+            Ok(Entry::new(p.timed, || {
+                Kernel::new(spec, mode, false, opts.threads)
+            })),
         ));
     }
     for kind in PEERS {
@@ -630,12 +642,17 @@ trait Contender {
 
 struct Kernel {
     world: World,
+    threads: Threads,
 }
 
 impl Kernel {
-    fn new(spec: &Spec, mode: Visibility, rare_updates: bool) -> Kernel {
+    fn new(spec: &Spec, mode: Visibility, rare_updates: bool, threads: usize) -> Kernel {
+        let mut world =
+            World::new(spec.config(mode, rare_updates)).expect("workload configs are valid");
+        world.reserve_width(threads);
         Kernel {
-            world: World::new(spec.config(mode, rare_updates)).expect("workload configs are valid"),
+            world,
+            threads: Threads::new(threads),
         }
     }
 
@@ -665,7 +682,7 @@ impl Kernel {
 
 impl Contender for Kernel {
     fn step(&mut self, commands: &[Command], tally: &mut Tally) {
-        self.world.step(commands, tally);
+        self.world.step_with(commands, tally, &self.threads);
     }
 
     fn visible_pairs(&self) -> u64 {
