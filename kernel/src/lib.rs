@@ -59,6 +59,15 @@
 //! **Order**: rejections first, in input order; then events sorted by
 //! `(observer id, Leave < Enter < Update, subject id)`.
 //!
+//! # Threads
+//!
+//! The kernel spawns no thread. A host lends its own through the [`Fork`]
+//! trait to [`World::step_with`], which splits parts of a busy tick into
+//! tasks over disjoint buffers; the events, their order and the digest
+//! are those of [`World::step`] for every number of threads
+//! (`docs/kernel-internals.md`, "Threads", says what splits and how far
+//! it scales).
+//!
 //! # Where each rule lives
 //!
 //! Each rule of the contract is written in one file of `kernel/src`; the
