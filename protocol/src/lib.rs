@@ -129,6 +129,7 @@ mod refusal;
 pub mod seal;
 mod server;
 mod time;
+mod timers;
 pub mod token;
 mod used_tokens;
 mod view;

@@ -20,6 +20,7 @@ use crate::reason::DisconnectReason;
 use crate::refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
+use crate::timers::{TimerSlot, Timers};
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
 use crate::used_tokens::UsedTokens;
 use crate::view::View;
@@ -327,6 +328,8 @@ struct Conn<A> {
     /// budget; made at the first tick after the connection is accepted.
     pacer: Option<Pacer>,
     stats: ConnStats,
+    /// Its entry in the server's [`Timers`], kept at [`Conn::deadline`].
+    timer: TimerSlot,
 }
 
 /// The server endpoint: accepts connections, delivers client inputs to the
@@ -344,6 +347,11 @@ pub struct Server<A> {
     world: WorldParams,
     now: Instant,
     conns: BTreeMap<u32, Conn<A>>,
+    /// Every connection's [`Conn::deadline`], earliest first.
+    timers: Timers,
+    /// The connections [`handle_timeout`](Self::handle_timeout) visits
+    /// (capacity kept between calls).
+    due: Vec<u32>,
     by_addr: BTreeMap<A, u32>,
     by_entity: BTreeMap<EntityId, u32>,
     events: VecDeque<ServerEvent<A>>,
@@ -408,6 +416,8 @@ impl<A: Clone + Ord> Server<A> {
             world,
             now: Instant::ZERO,
             conns: BTreeMap::new(),
+            timers: Timers::default(),
+            due: Vec::new(),
             by_addr: BTreeMap::new(),
             by_entity: BTreeMap::new(),
             events: VecDeque::new(),
@@ -633,6 +643,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
+        self.timers.close(c.timer);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
@@ -806,6 +817,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
+        self.timers.close(c.timer);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
@@ -883,6 +895,12 @@ impl<A: Clone + Ord> Server<A> {
             // only authenticated packets move the replay window.
             recv.record(packet.header.seq);
         }
+        // A new connection's deadline is its handshake's or idle timeout,
+        // whichever is sooner; nothing is in flight or to acknowledge yet.
+        let timer = self.timers.open(
+            id,
+            now + self.config.idle_timeout.min(self.config.handshake_timeout),
+        );
         let conn = Conn {
             id: ConnId(id),
             addr: from.clone(),
@@ -915,6 +933,7 @@ impl<A: Clone + Ord> Server<A> {
                 packets_received: 1,
                 ..ConnStats::default()
             },
+            timer,
         };
         self.conns.insert(id, conn);
         self.by_addr.insert(from.clone(), id);
@@ -990,6 +1009,7 @@ impl<A: Clone + Ord> Server<A> {
         if eliciting && c.ack_due.is_none() {
             c.ack_due = Some(now);
         }
+        self.timers.set(c.timer, c.deadline(&self.config));
         if let Some(reason) = close {
             self.close(id, reason);
         }
@@ -1036,6 +1056,8 @@ impl<A: Clone + Ord> Server<A> {
         };
         c.welcome_due = true;
         c.welcome_tick = last;
+        // The handshake deadline no longer counts.
+        self.timers.set(c.timer, c.deadline(&self.config));
         self.by_entity.insert(entity, conn.0);
         Ok(())
     }
@@ -1303,14 +1325,28 @@ impl<A: Clone + Ord> Server<A> {
         if let Some(p) = c.pacer.as_mut() {
             p.charge(len);
         }
+        // The packet settled the ack due and may have started a loss timer.
+        self.timers.set(c.timer, c.deadline(&self.config));
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,
         }))
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called:
+    /// the earliest idle, handshake, loss or acknowledgement deadline of any
+    /// connection. It costs the same however many connections are open.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let earliest = self.timers.earliest();
+        #[cfg(debug_assertions)]
+        assert_eq!(earliest, self.scan_timeout(), "timers out of date");
+        earliest
+    }
+
+    /// What [`poll_timeout`](Self::poll_timeout) answers, computed from
+    /// every connection's state: the check that the timers are kept.
+    #[cfg(any(test, debug_assertions))]
+    fn scan_timeout(&self) -> Option<Instant> {
         let idle = self.config.idle_timeout;
         let hs = self.config.handshake_timeout;
         let ack_delay = self.config.max_ack_delay;
@@ -1327,14 +1363,22 @@ impl<A: Clone + Ord> Server<A> {
     }
 
     /// Acts on every deadline that has passed: idle and handshake timeouts,
-    /// packets presumed lost.
+    /// packets presumed lost. Only the connections with a deadline passed
+    /// are visited.
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.advance(now);
         let idle = self.config.idle_timeout;
         let hs = self.config.handshake_timeout;
         let ack_delay = self.config.max_ack_delay;
+        let mut due = core::mem::take(&mut self.due);
+        self.timers.due(now, &mut due);
+        // In connection order, as the host hears of closes.
+        due.sort_unstable();
         let mut closing = Vec::new();
-        for (&id, c) in self.conns.iter_mut() {
+        for &id in &due {
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
             if now >= c.last_recv + idle {
                 closing.push((id, DisconnectReason::IdleTimeout));
             } else if c.entity.is_none() && now >= c.created + hs {
@@ -1349,12 +1393,14 @@ impl<A: Clone + Ord> Server<A> {
                     stats,
                     spare,
                     ..
-                } = c;
+                } = &mut *c;
                 sent.on_timeout(now, rto, |fate, data| {
                     packet_fate(pending, pending_bytes, refusals, stats, spare, fate, data)
                 });
+                self.timers.set(c.timer, c.deadline(&self.config));
             }
         }
+        self.due = due;
         for (id, reason) in closing {
             self.close(id, reason);
         }
@@ -1508,6 +1554,23 @@ fn refusal_fate(
 }
 
 impl<A> Conn<A> {
+    /// The earliest of this connection's deadlines: idle, handshake (until
+    /// accepted), loss of the oldest packet in flight, acknowledgement due.
+    fn deadline(&self, config: &ServerConfig) -> Instant {
+        let ack_delay = config.max_ack_delay;
+        let mut at = self.last_recv + config.idle_timeout;
+        if self.entity.is_none() {
+            at = at.min(self.created + config.handshake_timeout);
+        }
+        if let Some(loss) = self.sent.loss_deadline(self.rtt.rto(ack_delay)) {
+            at = at.min(loss);
+        }
+        if let Some(ack) = self.ack_due {
+            at = at.min(ack + ack_delay);
+        }
+        at
+    }
+
     fn on_ack(&mut self, ack: u32, bits: u32, now: Instant) {
         let Conn {
             sent,
@@ -1769,3 +1832,6 @@ impl<A> Conn<A> {
         len
     }
 }
+
+#[cfg(test)]
+mod timeout_props;
