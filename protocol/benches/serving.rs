@@ -225,7 +225,7 @@ fn run(layout: Layout, npcs: usize, n: usize, ticks: u64) -> Vec<TickFigures> {
                     commands.push(Command::Spawn(spawn));
                     spawned[from as usize] = true;
                 }
-                ServerEvent::Input { commands: c, .. } => commands.extend_from_slice(&c),
+                ServerEvent::Input { .. } => commands.extend_from_slice(server.input_commands()),
                 ServerEvent::Disconnected { conn, reason, .. } => {
                     panic!("{conn} disconnected: {reason:?}")
                 }

@@ -55,6 +55,10 @@ pub enum ServerEvent<A> {
         token: Vec<u8>,
     },
     /// One input of a client, exactly once and in tick order per connection.
+    /// Its commands, in the client's order, are read with
+    /// [`Server::input_commands`] until the next [`Server::poll_event`]:
+    /// the server keeps them in buffers it reuses, so delivering inputs
+    /// allocates nothing in steady state.
     /// Every command names the connection's own entity: an input with a
     /// command naming another entity is refused as a whole (each of its
     /// commands [`InputRefusal::NotYours`], told to the client), counted in
@@ -69,8 +73,6 @@ pub enum ServerEvent<A> {
         seq: u64,
         /// The tick the client meant the input for.
         tick: u64,
-        /// The commands, in the client's order.
-        commands: Vec<Command>,
     },
     /// A connection ended (for any reason, including the host's own calls).
     /// Despawn its entity.
@@ -355,6 +357,8 @@ pub struct Server<A> {
     by_addr: BTreeMap<A, u32>,
     by_entity: BTreeMap<EntityId, u32>,
     events: VecDeque<ServerEvent<A>>,
+    /// The commands of the queued Input events.
+    inbox: Inbox,
     stateless: VecDeque<Reply<A>>,
     last_tick: Option<u64>,
     id_counter: u64,
@@ -369,6 +373,17 @@ pub struct Server<A> {
     stats: ServerStats,
     /// Budget counters of closed connections, for [`Server::budget_totals`].
     retired_budget: BudgetStats,
+}
+
+/// The commands of Input events, kept apart from the events so that an
+/// event owns no heap memory: its buffers are reused from tick to tick.
+struct Inbox {
+    /// The commands of the queued Input events, one event's after another.
+    queued: VecDeque<Command>,
+    /// How many commands each queued Input event has in `queued`.
+    lens: VecDeque<usize>,
+    /// The commands of the Input event [`Server::poll_event`] returned last.
+    current: Vec<Command>,
 }
 
 /// A Disconnect sent outside a connection's packet flow: stateless (in
@@ -421,6 +436,11 @@ impl<A: Clone + Ord> Server<A> {
             by_addr: BTreeMap::new(),
             by_entity: BTreeMap::new(),
             events: VecDeque::new(),
+            inbox: Inbox {
+                queued: VecDeque::new(),
+                lens: VecDeque::new(),
+                current: Vec::with_capacity(MAX_COMMANDS_PER_INPUT),
+            },
             stateless: VecDeque::new(),
             last_tick: None,
             id_counter: 0,
@@ -965,7 +985,9 @@ impl<A: Clone + Ord> Server<A> {
                 eliciting = true;
                 if accepted {
                     let (first, inputs) = (self.input.first_seq, self.input.inputs());
-                    if let Err(reason) = c.deliver_inputs(first, inputs, &mut self.events) {
+                    if let Err(reason) =
+                        c.deliver_inputs(first, inputs, &mut self.events, &mut self.inbox)
+                    {
                         close = Some(reason);
                         break;
                     }
@@ -979,9 +1001,12 @@ impl<A: Clone + Ord> Server<A> {
                 Frame::Input(input) => {
                     if accepted {
                         let first = input.first_seq;
-                        if let Err(reason) =
-                            c.deliver_inputs(first, &input.entries, &mut self.events)
-                        {
+                        if let Err(reason) = c.deliver_inputs(
+                            first,
+                            &input.entries,
+                            &mut self.events,
+                            &mut self.inbox,
+                        ) {
                             close = Some(reason);
                             break;
                         }
@@ -1239,9 +1264,37 @@ impl<A: Clone + Ord> Server<A> {
         Ok(())
     }
 
-    /// The next host-facing event, if any.
+    /// The next host-facing event, if any. An [`ServerEvent::Input`]'s
+    /// commands are then read with [`input_commands`](Self::input_commands).
     pub fn poll_event(&mut self) -> Option<ServerEvent<A>> {
-        self.events.pop_front()
+        let event = self.events.pop_front();
+        let inbox = &mut self.inbox;
+        inbox.current.clear();
+        if let Some(ServerEvent::Input { .. }) = event {
+            let n = inbox.lens.pop_front().unwrap_or(0);
+            let n = n.min(inbox.queued.len());
+            inbox.current.extend(inbox.queued.drain(..n));
+        }
+        event
+    }
+
+    /// The commands of the [`ServerEvent::Input`] that
+    /// [`poll_event`](Self::poll_event) returned last, in the client's
+    /// order (at most [`MAX_COMMANDS_PER_INPUT`]); empty when the last event
+    /// it returned was not an Input.
+    ///
+    /// ```
+    /// # use lockgrid_protocol::{Server, ServerEvent};
+    /// # fn drain(server: &mut Server<u32>, commands: &mut Vec<lockgrid_kernel::Command>) {
+    /// while let Some(event) = server.poll_event() {
+    ///     if let ServerEvent::Input { .. } = event {
+    ///         commands.extend_from_slice(server.input_commands());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn input_commands(&self) -> &[Command] {
+        &self.inbox.current
     }
 
     /// Writes the next datagram to send into `buf` (at least the MTU long)
@@ -1610,6 +1663,7 @@ impl<A> Conn<A> {
         first_seq: u64,
         entries: &[InputEntry],
         events: &mut VecDeque<ServerEvent<B>>,
+        inbox: &mut Inbox,
     ) -> Result<(), DisconnectReason> {
         let Some(entity) = self.entity else {
             return Ok(());
@@ -1647,12 +1701,13 @@ impl<A> Conn<A> {
                 continue;
             }
             self.stats.inputs_delivered += 1;
+            inbox.lens.push_back(entry.commands.len());
+            inbox.queued.extend(entry.commands.iter().copied());
             events.push_back(ServerEvent::Input {
                 conn: self.id,
                 entity,
                 seq,
                 tick: entry.tick,
-                commands: entry.commands.clone(),
             });
         }
         Ok(())
