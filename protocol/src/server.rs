@@ -376,7 +376,8 @@ pub struct Server<A> {
 }
 
 /// The commands of Input events, kept apart from the events so that an
-/// event owns no heap memory: its buffers are reused from tick to tick.
+/// Input event owns no heap memory: these buffers are reused from tick to
+/// tick.
 struct Inbox {
     /// The commands of the queued Input events, one event's after another.
     queued: VecDeque<Command>,
