@@ -509,12 +509,8 @@ where
                     self.on_connect(conn, &from, &token);
                 }
                 ServerEvent::Input {
-                    conn,
-                    entity,
-                    seq,
-                    commands,
-                    ..
-                } => self.on_input(now, conn, entity, seq, &commands),
+                    conn, entity, seq, ..
+                } => self.on_input(now, conn, entity, seq),
                 ServerEvent::Disconnected {
                     conn,
                     entity,
@@ -590,23 +586,22 @@ where
         info!(%conn, ?from, entity = id, "client joined");
     }
 
-    fn on_input(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        entity: EntityId,
-        seq: u64,
-        commands: &[Command],
-    ) {
+    /// The input [`ServerEvent::Input`] announced: its commands are the
+    /// server's [`input_commands`](Server::input_commands), read one at a
+    /// time (a copy each) since the server is also told of refusals.
+    fn on_input(&mut self, now: Instant, conn: ConnId, entity: EntityId, seq: u64) {
         if self.sessions.get(&entity).is_none_or(|s| s.conn != conn) {
             return;
         }
         let tick = self.world.tick() + 1;
-        for (index, cmd) in commands.iter().enumerate() {
+        for index in 0..self.server.input_commands().len() {
+            let Some(&cmd) = self.server.input_commands().get(index) else {
+                break;
+            };
             self.scratch.clear();
             match self.rules.check_input(
                 &self.world,
-                &ClientInput::new(entity, tick, now, cmd),
+                &ClientInput::new(entity, tick, now, &cmd),
                 &mut self.scratch,
             ) {
                 Ok(()) => self

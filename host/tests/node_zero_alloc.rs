@@ -1,5 +1,6 @@
 //! The node's tick never allocates in steady state: a counting global
-//! allocator watches `handle_datagram` (the clients' acknowledgements),
+//! allocator watches `handle_datagram` (the clients' acknowledgements and
+//! one Move input each a tick, checked by the rules and queued),
 //! `handle_timeout` (the tick: rules, kernel step, journal append,
 //! routing and encoding) and the `poll_transmit` drain for hundreds of
 //! ticks of wandering NPCs seen by acknowledging clients. The storage
@@ -176,6 +177,20 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
         let now = Instant::from_micros(1 + t * 50_000);
         up.clear();
         up_at.clear();
+        // Each client sends its state every tick, standing where it was
+        // spawned.
+        for c in &mut clients {
+            if let Some(spawn) = c.welcome().map(|w| w.spawn) {
+                let m = Move {
+                    id: spawn.id,
+                    pos: spawn.pos,
+                    dir: 0,
+                    speed: Fix::ZERO,
+                };
+                // A full queue (nothing acknowledged lately) skips a tick.
+                let _ = c.send_input(t, &[Command::Move(m)]);
+            }
+        }
         for (i, c) in clients.iter_mut().enumerate() {
             while let Some(tx) = c.poll_transmit(now, &mut buf).expect("mtu buffer") {
                 up_at.push((i as u32, up.len(), tx.len));
@@ -215,6 +230,16 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
         &allocated[..allocated.len().min(5)]
     );
     assert_eq!(node.clients().count(), CLIENTS as usize, "all joined");
+    let inputs: u64 = node
+        .server()
+        .connections()
+        .filter_map(|c| node.server().conn_stats(c))
+        .map(|s| s.inputs_delivered)
+        .sum();
+    assert!(
+        inputs > MEASURED * u64::from(CLIENTS),
+        "the clients' inputs were delivered: {inputs}"
+    );
     assert!(
         sent >= MEASURED * u64::from(CLIENTS),
         "every client was sent each tick: {sent}"

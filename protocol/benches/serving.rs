@@ -6,7 +6,10 @@
 //! Per tick it prints the server's CPU time split into the kernel step,
 //! routing and encoding (`push_tick`), transmit (draining `poll_transmit`)
 //! and acknowledgement bookkeeping with input delivery (`handle_datagram`
-//! of every client packet), per client and per event; bytes and datagrams
+//! of every client packet), timers (`handle_timeout` when `poll_timeout`
+//! has passed, as a driver calls it), per client and per event; the cost
+//! of one `poll_timeout` call (a driver makes one per loop iteration);
+//! bytes and datagrams
 //! per client; allocations per tick in each of those calls (a counting
 //! global allocator). The reference line is what encoding each client's
 //! events of the tick alone costs with `batch::encode_part` into one
@@ -77,6 +80,9 @@ const WARMUP: u64 = 30;
 /// Largest batch payload of a part: the MTU less the header and a
 /// TickBatch frame's overhead (code, tick, part, parts, digest, length).
 const PART_BUDGET: usize = DEFAULT_MTU - HEADER_LEN - (1 + 10 + 2 + 2 + 8 + 3);
+/// `poll_timeout` calls timed each tick, as a driver loop makes one per
+/// iteration.
+const POLL_CALLS: u64 = 100;
 
 /// One phase's time (ns) and allocations in one tick.
 #[derive(Clone, Copy, Default)]
@@ -99,6 +105,9 @@ struct TickFigures {
     push: Phase,
     transmit: Phase,
     handle: Phase,
+    timeout: Phase,
+    /// One `poll_timeout` call, averaged over `POLL_CALLS` calls.
+    poll_timeout_ns: u64,
     reference_ns: u64,
     events: u64,
     bytes: u64,
@@ -199,6 +208,13 @@ fn run(layout: Layout, npcs: usize, n: usize, ticks: u64) -> Vec<TickFigures> {
             server.handle_datagram(now, *from, d);
         }
         f.handle.add(began.elapsed().as_nanos(), &region);
+        // A driver calls handle_timeout when poll_timeout has passed.
+        let region = Region::new(GLOBAL);
+        let began = Clock::now();
+        if server.poll_timeout().is_some_and(|d| d <= now) {
+            server.handle_timeout(now);
+        }
+        f.timeout.add(began.elapsed().as_nanos(), &region);
         while let Some(e) = server.poll_event() {
             match e {
                 ServerEvent::Connecting { conn, from, .. } => {
@@ -209,7 +225,7 @@ fn run(layout: Layout, npcs: usize, n: usize, ticks: u64) -> Vec<TickFigures> {
                     commands.push(Command::Spawn(spawn));
                     spawned[from as usize] = true;
                 }
-                ServerEvent::Input { commands: c, .. } => commands.extend_from_slice(&c),
+                ServerEvent::Input { .. } => commands.extend_from_slice(server.input_commands()),
                 ServerEvent::Disconnected { conn, reason, .. } => {
                     panic!("{conn} disconnected: {reason:?}")
                 }
@@ -240,6 +256,11 @@ fn run(layout: Layout, npcs: usize, n: usize, ticks: u64) -> Vec<TickFigures> {
             down_at.push((tx.destination, at, tx.len));
         }
         f.transmit.add(began.elapsed().as_nanos(), &region);
+        let began = Clock::now();
+        for _ in 0..POLL_CALLS {
+            std::hint::black_box(std::hint::black_box(&server).poll_timeout());
+        }
+        f.poll_timeout_ns = began.elapsed().as_nanos() as u64 / POLL_CALLS;
         f.bytes = down.len() as u64;
         f.datagrams = down_at.len() as u64;
 
@@ -285,9 +306,9 @@ fn main() {
     );
     println!();
     println!(
-        "| workload | clients | events/client | kernel ns/client | push_tick ns/client | poll_transmit ns/client | handle_datagram ns/client | server ns/client | server ns/event | encode_part alone ns/client | server / encode | bytes/client | datagrams/client | allocs/tick kernel, push, transmit, handle |"
+        "| workload | clients | events/client | kernel ns/client | push_tick ns/client | poll_transmit ns/client | handle_datagram ns/client | handle_timeout ns/client | server ns/client | server ns/event | encode_part alone ns/client | server / encode | bytes/client | datagrams/client | allocs/tick kernel, push, transmit, handle, timeout | poll_timeout ns/call |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     let runs: [(Layout, usize, usize, u64); 4] = [
         (Layout::Uniform, 10_000, 1_000, 100),
         (Layout::Hotspot, 1_000, 1_000, 100),
@@ -302,24 +323,26 @@ fn main() {
         let figs = run(layout, npcs, n, ticks);
         let med = |g: fn(&TickFigures) -> u64| median(figs.iter().map(g).collect());
         let per = n as f64;
-        let (kernel, push, transmit, handle) = (
+        let (kernel, push, transmit, handle, timeout) = (
             med(|f| f.kernel.ns),
             med(|f| f.push.ns),
             med(|f| f.transmit.ns),
             med(|f| f.handle.ns),
+            med(|f| f.timeout.ns),
         );
-        let server = med(|f| f.kernel.ns + f.push.ns + f.transmit.ns + f.handle.ns);
-        let protocol = med(|f| f.push.ns + f.transmit.ns + f.handle.ns);
+        let server = med(|f| f.kernel.ns + f.push.ns + f.transmit.ns + f.handle.ns + f.timeout.ns);
+        let protocol = med(|f| f.push.ns + f.transmit.ns + f.handle.ns + f.timeout.ns);
         let reference = med(|f| f.reference_ns);
         let events = med(|f| f.events);
         println!(
-            "| {} ({npcs} NPCs) | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} (protocol alone {:.2}) | {:.0} | {:.2} | {}, {}, {}, {} |",
+            "| {} ({npcs} NPCs) | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} (protocol alone {:.2}) | {:.0} | {:.2} | {}, {}, {}, {}, {} | {} |",
             layout.name(),
             events as f64 / per,
             kernel as f64 / per,
             push as f64 / per,
             transmit as f64 / per,
             handle as f64 / per,
+            timeout as f64 / per,
             server as f64 / per,
             server as f64 / events.max(1) as f64,
             reference as f64 / per,
@@ -331,6 +354,8 @@ fn main() {
             med(|f| f.push.allocs),
             med(|f| f.transmit.allocs),
             med(|f| f.handle.allocs),
+            med(|f| f.timeout.allocs),
+            med(|f| f.poll_timeout_ns),
         );
     }
 }

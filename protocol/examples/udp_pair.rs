@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
                 // The protocol hands over only the client's own entity's commands.
-                ServerEvent::Input { commands: c, .. } => commands.extend(c),
+                ServerEvent::Input { .. } => commands.extend_from_slice(server.input_commands()),
                 ServerEvent::Disconnected { entity, .. } => {
                     if let Some(id) = entity {
                         commands.push(Command::Despawn { id });

@@ -87,7 +87,7 @@
 //!             }
 //!             // Only commands for the connection's own entity arrive here;
 //!             // the host still checks speed and bounds.
-//!             ServerEvent::Input { commands: c, .. } => commands.extend(c),
+//!             ServerEvent::Input { .. } => commands.extend_from_slice(server.input_commands()),
 //!             ServerEvent::Disconnected { entity: Some(id), .. } => commands.push(Command::Despawn { id }),
 //!             ServerEvent::Disconnected { .. } => {}
 //!         }
@@ -129,6 +129,7 @@ mod refusal;
 pub mod seal;
 mod server;
 mod time;
+mod timers;
 pub mod token;
 mod used_tokens;
 mod view;

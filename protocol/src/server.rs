@@ -20,6 +20,7 @@ use crate::reason::DisconnectReason;
 use crate::refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 use crate::seal::{open_packet, readable, seal_packet, PacketKey, SEAL_OVERHEAD};
 use crate::time::Instant;
+use crate::timers::{TimerSlot, Timers};
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
 use crate::used_tokens::UsedTokens;
 use crate::view::View;
@@ -54,6 +55,10 @@ pub enum ServerEvent<A> {
         token: Vec<u8>,
     },
     /// One input of a client, exactly once and in tick order per connection.
+    /// Its commands, in the client's order, are read with
+    /// [`Server::input_commands`] until the next [`Server::poll_event`]:
+    /// the server keeps them in buffers it reuses, so delivering inputs
+    /// allocates nothing in steady state.
     /// Every command names the connection's own entity: an input with a
     /// command naming another entity is refused as a whole (each of its
     /// commands [`InputRefusal::NotYours`], told to the client), counted in
@@ -68,8 +73,6 @@ pub enum ServerEvent<A> {
         seq: u64,
         /// The tick the client meant the input for.
         tick: u64,
-        /// The commands, in the client's order.
-        commands: Vec<Command>,
     },
     /// A connection ended (for any reason, including the host's own calls).
     /// Despawn its entity.
@@ -327,6 +330,8 @@ struct Conn<A> {
     /// budget; made at the first tick after the connection is accepted.
     pacer: Option<Pacer>,
     stats: ConnStats,
+    /// Its entry in the server's [`Timers`], kept at [`Conn::deadline`].
+    timer: TimerSlot,
 }
 
 /// The server endpoint: accepts connections, delivers client inputs to the
@@ -344,9 +349,16 @@ pub struct Server<A> {
     world: WorldParams,
     now: Instant,
     conns: BTreeMap<u32, Conn<A>>,
+    /// Every connection's [`Conn::deadline`], earliest first.
+    timers: Timers,
+    /// The connections [`handle_timeout`](Self::handle_timeout) visits
+    /// (capacity kept between calls).
+    due: Vec<u32>,
     by_addr: BTreeMap<A, u32>,
     by_entity: BTreeMap<EntityId, u32>,
     events: VecDeque<ServerEvent<A>>,
+    /// The commands of the queued Input events.
+    inbox: Inbox,
     stateless: VecDeque<Reply<A>>,
     last_tick: Option<u64>,
     id_counter: u64,
@@ -361,6 +373,18 @@ pub struct Server<A> {
     stats: ServerStats,
     /// Budget counters of closed connections, for [`Server::budget_totals`].
     retired_budget: BudgetStats,
+}
+
+/// The commands of Input events, kept apart from the events so that an
+/// Input event owns no heap memory: these buffers are reused from tick to
+/// tick.
+struct Inbox {
+    /// The commands of the queued Input events, one event's after another.
+    queued: VecDeque<Command>,
+    /// How many commands each queued Input event has in `queued`.
+    lens: VecDeque<usize>,
+    /// The commands of the Input event [`Server::poll_event`] returned last.
+    current: Vec<Command>,
 }
 
 /// A Disconnect sent outside a connection's packet flow: stateless (in
@@ -408,9 +432,16 @@ impl<A: Clone + Ord> Server<A> {
             world,
             now: Instant::ZERO,
             conns: BTreeMap::new(),
+            timers: Timers::default(),
+            due: Vec::new(),
             by_addr: BTreeMap::new(),
             by_entity: BTreeMap::new(),
             events: VecDeque::new(),
+            inbox: Inbox {
+                queued: VecDeque::new(),
+                lens: VecDeque::new(),
+                current: Vec::with_capacity(MAX_COMMANDS_PER_INPUT),
+            },
             stateless: VecDeque::new(),
             last_tick: None,
             id_counter: 0,
@@ -633,6 +664,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
+        self.timers.close(c.timer);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
@@ -806,6 +838,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
+        self.timers.close(c.timer);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
@@ -883,6 +916,12 @@ impl<A: Clone + Ord> Server<A> {
             // only authenticated packets move the replay window.
             recv.record(packet.header.seq);
         }
+        // A new connection's deadline is its handshake's or idle timeout,
+        // whichever is sooner; nothing is in flight or to acknowledge yet.
+        let timer = self.timers.open(
+            id,
+            now + self.config.idle_timeout.min(self.config.handshake_timeout),
+        );
         let conn = Conn {
             id: ConnId(id),
             addr: from.clone(),
@@ -915,6 +954,7 @@ impl<A: Clone + Ord> Server<A> {
                 packets_received: 1,
                 ..ConnStats::default()
             },
+            timer,
         };
         self.conns.insert(id, conn);
         self.by_addr.insert(from.clone(), id);
@@ -946,7 +986,9 @@ impl<A: Clone + Ord> Server<A> {
                 eliciting = true;
                 if accepted {
                     let (first, inputs) = (self.input.first_seq, self.input.inputs());
-                    if let Err(reason) = c.deliver_inputs(first, inputs, &mut self.events) {
+                    if let Err(reason) =
+                        c.deliver_inputs(first, inputs, &mut self.events, &mut self.inbox)
+                    {
                         close = Some(reason);
                         break;
                     }
@@ -960,9 +1002,12 @@ impl<A: Clone + Ord> Server<A> {
                 Frame::Input(input) => {
                     if accepted {
                         let first = input.first_seq;
-                        if let Err(reason) =
-                            c.deliver_inputs(first, &input.entries, &mut self.events)
-                        {
+                        if let Err(reason) = c.deliver_inputs(
+                            first,
+                            &input.entries,
+                            &mut self.events,
+                            &mut self.inbox,
+                        ) {
                             close = Some(reason);
                             break;
                         }
@@ -990,6 +1035,7 @@ impl<A: Clone + Ord> Server<A> {
         if eliciting && c.ack_due.is_none() {
             c.ack_due = Some(now);
         }
+        self.timers.set(c.timer, c.deadline(&self.config));
         if let Some(reason) = close {
             self.close(id, reason);
         }
@@ -1036,6 +1082,8 @@ impl<A: Clone + Ord> Server<A> {
         };
         c.welcome_due = true;
         c.welcome_tick = last;
+        // The handshake deadline no longer counts.
+        self.timers.set(c.timer, c.deadline(&self.config));
         self.by_entity.insert(entity, conn.0);
         Ok(())
     }
@@ -1217,9 +1265,37 @@ impl<A: Clone + Ord> Server<A> {
         Ok(())
     }
 
-    /// The next host-facing event, if any.
+    /// The next host-facing event, if any. An [`ServerEvent::Input`]'s
+    /// commands are then read with [`input_commands`](Self::input_commands).
     pub fn poll_event(&mut self) -> Option<ServerEvent<A>> {
-        self.events.pop_front()
+        let event = self.events.pop_front();
+        let inbox = &mut self.inbox;
+        inbox.current.clear();
+        if let Some(ServerEvent::Input { .. }) = event {
+            let n = inbox.lens.pop_front().unwrap_or(0);
+            let n = n.min(inbox.queued.len());
+            inbox.current.extend(inbox.queued.drain(..n));
+        }
+        event
+    }
+
+    /// The commands of the [`ServerEvent::Input`] that
+    /// [`poll_event`](Self::poll_event) returned last, in the client's
+    /// order (at most [`MAX_COMMANDS_PER_INPUT`]); empty when the last event
+    /// it returned was not an Input.
+    ///
+    /// ```
+    /// # use lockgrid_protocol::{Server, ServerEvent};
+    /// # fn drain(server: &mut Server<u32>, commands: &mut Vec<lockgrid_kernel::Command>) {
+    /// while let Some(event) = server.poll_event() {
+    ///     if let ServerEvent::Input { .. } = event {
+    ///         commands.extend_from_slice(server.input_commands());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn input_commands(&self) -> &[Command] {
+        &self.inbox.current
     }
 
     /// Writes the next datagram to send into `buf` (at least the MTU long)
@@ -1303,14 +1379,28 @@ impl<A: Clone + Ord> Server<A> {
         if let Some(p) = c.pacer.as_mut() {
             p.charge(len);
         }
+        // The packet settled the ack due and may have started a loss timer.
+        self.timers.set(c.timer, c.deadline(&self.config));
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,
         }))
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called:
+    /// the earliest idle, handshake, loss or acknowledgement deadline of any
+    /// connection. It costs the same however many connections are open.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let earliest = self.timers.earliest();
+        #[cfg(debug_assertions)]
+        assert_eq!(earliest, self.scan_timeout(), "timers out of date");
+        earliest
+    }
+
+    /// What [`poll_timeout`](Self::poll_timeout) answers, computed from
+    /// every connection's state: the check that the timers are kept.
+    #[cfg(any(test, debug_assertions))]
+    fn scan_timeout(&self) -> Option<Instant> {
         let idle = self.config.idle_timeout;
         let hs = self.config.handshake_timeout;
         let ack_delay = self.config.max_ack_delay;
@@ -1327,14 +1417,22 @@ impl<A: Clone + Ord> Server<A> {
     }
 
     /// Acts on every deadline that has passed: idle and handshake timeouts,
-    /// packets presumed lost.
+    /// packets presumed lost. Only the connections with a deadline passed
+    /// are visited.
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.advance(now);
         let idle = self.config.idle_timeout;
         let hs = self.config.handshake_timeout;
         let ack_delay = self.config.max_ack_delay;
+        let mut due = core::mem::take(&mut self.due);
+        self.timers.due(now, &mut due);
+        // In connection order, as the host hears of closes.
+        due.sort_unstable();
         let mut closing = Vec::new();
-        for (&id, c) in self.conns.iter_mut() {
+        for &id in &due {
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
             if now >= c.last_recv + idle {
                 closing.push((id, DisconnectReason::IdleTimeout));
             } else if c.entity.is_none() && now >= c.created + hs {
@@ -1349,12 +1447,14 @@ impl<A: Clone + Ord> Server<A> {
                     stats,
                     spare,
                     ..
-                } = c;
+                } = &mut *c;
                 sent.on_timeout(now, rto, |fate, data| {
                     packet_fate(pending, pending_bytes, refusals, stats, spare, fate, data)
                 });
+                self.timers.set(c.timer, c.deadline(&self.config));
             }
         }
+        self.due = due;
         for (id, reason) in closing {
             self.close(id, reason);
         }
@@ -1508,6 +1608,23 @@ fn refusal_fate(
 }
 
 impl<A> Conn<A> {
+    /// The earliest of this connection's deadlines: idle, handshake (until
+    /// accepted), loss of the oldest packet in flight, acknowledgement due.
+    fn deadline(&self, config: &ServerConfig) -> Instant {
+        let ack_delay = config.max_ack_delay;
+        let mut at = self.last_recv + config.idle_timeout;
+        if self.entity.is_none() {
+            at = at.min(self.created + config.handshake_timeout);
+        }
+        if let Some(loss) = self.sent.loss_deadline(self.rtt.rto(ack_delay)) {
+            at = at.min(loss);
+        }
+        if let Some(ack) = self.ack_due {
+            at = at.min(ack + ack_delay);
+        }
+        at
+    }
+
     fn on_ack(&mut self, ack: u32, bits: u32, now: Instant) {
         let Conn {
             sent,
@@ -1547,6 +1664,7 @@ impl<A> Conn<A> {
         first_seq: u64,
         entries: &[InputEntry],
         events: &mut VecDeque<ServerEvent<B>>,
+        inbox: &mut Inbox,
     ) -> Result<(), DisconnectReason> {
         let Some(entity) = self.entity else {
             return Ok(());
@@ -1584,12 +1702,13 @@ impl<A> Conn<A> {
                 continue;
             }
             self.stats.inputs_delivered += 1;
+            inbox.lens.push_back(entry.commands.len());
+            inbox.queued.extend(entry.commands.iter().copied());
             events.push_back(ServerEvent::Input {
                 conn: self.id,
                 entity,
                 seq,
                 tick: entry.tick,
-                commands: entry.commands.clone(),
             });
         }
         Ok(())
@@ -1769,3 +1888,6 @@ impl<A> Conn<A> {
         len
     }
 }
+
+#[cfg(test)]
+mod timeout_props;

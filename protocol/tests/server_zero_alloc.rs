@@ -1,9 +1,11 @@
 //! The server's tick path never allocates in steady state: a counting
-//! global allocator watches `push_tick`, `poll_transmit`, `handle_timeout`
-//! and the clients' acknowledgements (`handle_datagram`) for hundreds of
-//! ticks of walking NPCs seen by acknowledging clients, with and without a
-//! bandwidth budget, on a link that loses one of the server's datagrams
-//! a tick (so parts are sent again).
+//! global allocator watches `push_tick`, `poll_transmit`, `handle_timeout`,
+//! the clients' packets (`handle_datagram`: acknowledgements and one Move
+//! input each a tick) and the delivery of those inputs (`poll_event`,
+//! `input_commands`) for hundreds of ticks of walking NPCs seen by
+//! acknowledging clients, with and without a bandwidth budget, on a link
+//! that loses one of the server's datagrams a tick (so parts are sent
+//! again).
 //!
 //! Buffers grow only when a connection meets a tick larger than any it
 //! had before, so the check starts after a warm-up.
@@ -16,7 +18,7 @@ mod common;
 use std::alloc::System;
 
 use common::crowd::{config, Layout, Walkers};
-use lockgrid_kernel::{Command, EntityId, Fix, Spawn, World};
+use lockgrid_kernel::{Command, EntityId, Fix, Move, Spawn, World};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientLimits, Instant, Server, ServerConfig, ServerEvent, WorldParams,
     DEFAULT_MTU,
@@ -54,7 +56,7 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
         })
         .collect();
     let mut commands = walkers.spawns();
-    commands.reserve(npcs + CLIENTS);
+    commands.reserve(npcs + 2 * CLIENTS);
     let mut events = Vec::with_capacity(1 << 18);
     let mut buf = vec![0u8; DEFAULT_MTU];
     // Datagrams, each (address, start, len) in one flat buffer.
@@ -63,12 +65,27 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
     let mut down: Vec<u8> = Vec::with_capacity(16 << 20);
     let mut down_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 14);
     let (mut sent, mut allocated) = (0u64, Vec::new());
-    let mut dropped = 0u64;
+    let (mut dropped, mut inputs) = (0u64, 0u64);
     for t in 1..=WARM_UP + MEASURED {
         let now = Instant::from_micros(1 + t * 50_000);
         let measured = t > WARM_UP;
         up.clear();
         up_at.clear();
+        // Each client sends its state every tick: standing where it was
+        // spawned (a walk would make the views churn more as the run goes
+        // on, and buffers grow at a tick larger than any before).
+        for c in &mut clients {
+            if let Some(spawn) = c.welcome().map(|w| w.spawn) {
+                let m = Move {
+                    id: spawn.id,
+                    pos: spawn.pos,
+                    dir: 0,
+                    speed: Fix::ZERO,
+                };
+                // A full queue (nothing acknowledged lately) skips a tick.
+                let _ = c.send_input(t, &[Command::Move(m)]);
+            }
+        }
         for (i, c) in clients.iter_mut().enumerate() {
             while let Some(tx) = c.poll_transmit(now, &mut buf).expect("mtu buffer") {
                 up_at.push((i as u32, up.len(), tx.len));
@@ -80,9 +97,14 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
             server.handle_datagram(now, from, &up[at..at + len]);
         }
         server.handle_timeout(now);
-        let handled = region.change();
         while let Some(e) = server.poll_event() {
             match e {
+                ServerEvent::Input { .. } => {
+                    if measured {
+                        inputs += 1;
+                    }
+                    commands.extend_from_slice(server.input_commands());
+                }
                 ServerEvent::Connecting { conn, from, .. } => {
                     let id: EntityId = 100_000 + u64::from(from);
                     let at = walkers.observer_spot(u64::from(from), CLIENTS as u64);
@@ -95,6 +117,7 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
                 other => panic!("{name}: unexpected {other:?}"),
             }
         }
+        let handled = region.change();
         walkers.step(&mut commands);
         events.clear();
         let report = world.step(&commands, &mut events);
@@ -116,7 +139,7 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
         let ticked = region.change();
         if measured {
             sent += down_at.len() as u64;
-            for (what, s) in [("acks", handled), ("tick", ticked)] {
+            for (what, s) in [("acks and inputs", handled), ("tick", ticked)] {
                 if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
                     allocated.push(format!("tick {t} {what}: {s:?}"));
                 }
@@ -152,6 +175,12 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
         .map(|s| s.parts_retransmitted)
         .sum();
     assert_eq!(server.connections().count(), CLIENTS, "{name}: all stayed");
+    // Nearly every client's input of every measured tick arrived (a lost
+    // datagram can delay acknowledgements, and a full queue skip a step).
+    assert!(
+        inputs > MEASURED * CLIENTS as u64 * 9 / 10,
+        "{name}: inputs were delivered: {inputs}"
+    );
     assert!(sent > MEASURED * CLIENTS as u64, "{name}: the server sent");
     assert!(
         dropped > 0 && retransmitted > 0,

@@ -191,7 +191,9 @@ impl Lan {
                         Fix::from_num(300),
                     )));
                 }
-                ServerEvent::Input { commands, .. } => self.commands.extend(commands),
+                ServerEvent::Input { .. } => self
+                    .commands
+                    .extend_from_slice(self.server.input_commands()),
                 ServerEvent::Disconnected {
                     entity: Some(id), ..
                 } => self.commands.push(Command::Despawn { id: *id }),
