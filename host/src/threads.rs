@@ -41,7 +41,7 @@ impl Fork for Threads {
         }
         std::thread::scope(|scope| {
             for task in rest.iter_mut() {
-                scope.spawn(move || task());
+                scope.spawn(task);
             }
             first();
         });
