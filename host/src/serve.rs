@@ -239,6 +239,8 @@ pub fn serve_with(
     on_ready: impl FnOnce(SocketAddr),
 ) -> Result<ServeSummary, ServeError> {
     check_options(&opts)?;
+    // Refused before anything is created in the data folder.
+    check_memory(&opts)?;
     // One server per data folder: an exclusive lock, which the system
     // releases when the process ends however it ends (no stale lock after kill -9).
     std::fs::create_dir_all(&opts.data_dir).map_err(|e| ServeError::Store(e.into()))?;
@@ -265,7 +267,6 @@ pub fn serve_with(
         threads: opts.threads,
         ..NodeConfig::default()
     };
-    check_memory(&opts)?;
     let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS)
         .discard_orphan_snapshots(opts.discard_snapshots);
     let storage = TimedStorage::new(storage, &opts.metrics);

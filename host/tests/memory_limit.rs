@@ -83,7 +83,7 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
             && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
         "{stderr}"
     );
-    assert!(!data.join("journal.lgj").exists(), "no journal was started");
+    assert!(!data.exists(), "no data folder (nor lock file) was created");
 }
 
 #[test]
