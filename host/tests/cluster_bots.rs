@@ -14,7 +14,7 @@ fn bots_spread_over_nodes_and_move_when_one_dies() {
     let tmp = tempfile::tempdir().unwrap();
     let servers = start_nats(&nats, &tmp.path().join("nats"), 1);
     let url = servers[0].url();
-    let a = start_node(&url, "bots", &tmp.path().join("a"), &[]);
+    let mut a = start_node(&url, "bots", &tmp.path().join("a"), &[]);
     let mut b = start_node(&url, "bots", &tmp.path().join("b"), &[]);
     let list = format!("{},{}", a.addr, b.addr);
     let bots = Command::new(BIN)
@@ -58,6 +58,43 @@ fn bots_spread_over_nodes_and_move_when_one_dies() {
         "the three clients of the killed node moved: {text}"
     );
     // The survivor still agrees with the stream.
-    let (ok, out, err) = lockgrid(&["replay", &format!("{url}/bots"), "--verify"]);
+    let world = format!("{url}/bots");
+    let (ok, out, err) = lockgrid(&["replay", &world, "--verify"]);
     assert!(ok, "{out}{err}");
+
+    // The stream replays as the data folder it exports to: the same
+    // events (clients' views included) and the same scenario. The
+    // survivor stops first, so that the stream no longer grows.
+    a.kill();
+    let export = tmp.path().join("export");
+    let folder = export.to_str().unwrap();
+    let (ok, out, err) = lockgrid(&["replay", &world, "--export", folder]);
+    assert!(ok, "{out}{err}");
+    let (ok, from_stream, err) = lockgrid(&["replay", &world, "--events"]);
+    assert!(ok, "replay --events of the stream fails: {err}");
+    let (ok, from_folder, err) = lockgrid(&["replay", folder, "--events"]);
+    assert!(ok, "replay --events of the folder fails: {err}");
+    let last = |text: &str| text.lines().last().unwrap_or_default().to_owned();
+    assert!(
+        from_stream == from_folder,
+        "replay --events: {} lines from the stream, {} from the folder; last {} and {}",
+        from_stream.lines().count(),
+        from_folder.lines().count(),
+        last(&from_stream),
+        last(&from_folder)
+    );
+    assert!(from_stream.contains("\"type\":\"enter\""), "{from_stream}");
+    let scenario = |from: &str, name: &str| {
+        let file = tmp.path().join(name);
+        let (ok, out, err) =
+            lockgrid(&["replay", from, "--export-scenario", file.to_str().unwrap()]);
+        assert!(ok, "replay {from} --export-scenario fails: {out}{err}");
+        std::fs::read_to_string(file).unwrap()
+    };
+    let from_stream = scenario(&world, "stream.json");
+    assert!(
+        from_stream == scenario(folder, "folder.json"),
+        "replay --export-scenario differs"
+    );
+    assert!(from_stream.contains("\"ticks\""), "{from_stream}");
 }
