@@ -284,21 +284,8 @@ fn a_budget_is_a_size_per_second_and_zero_is_refused() {
     );
     let message = served_world("[server]\nbudget = \"8GiB\"\n").expect_err("refused");
     assert!(message.contains("[server] budget 8GiB"), "{message}");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let data = dir.path().join("data");
-    let out = lockgrid(&[
-        "serve",
-        "--data-dir",
-        data.to_str().expect("utf-8 path"),
-        "--budget",
-        "0",
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("a budget must be positive"),
-        "{}",
-        stderr(&out)
-    );
+    let message = serve_refuses("--budget", "0");
+    assert!(message.contains("a budget must be positive"), "{message}");
 }
 
 #[test]
@@ -312,15 +299,22 @@ fn threads_run_from_one_to_eight() {
         message.contains("[server] threads 9: from 1 to 8"),
         "{message}"
     );
+    let message = serve_refuses("--threads", "0");
+    assert!(message.contains("--threads"), "{message}");
+}
+
+/// Starts `serve` with `flag value` on a fresh data folder; it must fail.
+/// Returns what it said.
+fn serve_refuses(flag: &str, value: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let out = lockgrid(&[
         "serve",
         "--data-dir",
         data.to_str().expect("utf-8 path"),
-        "--threads",
-        "0",
+        flag,
+        value,
     ]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("--threads"), "{}", stderr(&out));
+    assert!(!out.status.success(), "serve {flag} {value} started");
+    stderr(&out)
 }
