@@ -14,22 +14,7 @@ fn a_cluster_world_renders_as_its_exported_data_folder() {
     let url = servers[0].url();
 
     // A world of a few ticks with NPCs, by one node that then stops.
-    let (ok, _, err) = lockgrid(&[
-        "serve",
-        "--cluster",
-        &url,
-        "--world",
-        "drawn",
-        "--addr",
-        "127.0.0.1:0",
-        "--npcs",
-        "4",
-        "--ticks",
-        "6",
-        "--data-dir",
-        tmp.path().join("writer").to_str().unwrap(),
-    ]);
-    assert!(ok, "the writer node fails: {err}");
+    write_world(&url, "drawn", 6, &tmp.path().join("writer"));
 
     let world = format!("{url}/drawn");
     let (ok, from_stream, err) = lockgrid(&["render", &world, "--tick", "5"]);

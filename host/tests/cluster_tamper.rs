@@ -56,22 +56,7 @@ fn a_tampered_record_is_a_desync_and_garbage_names_its_sequence() {
     let url = servers[0].url();
 
     // A world of 20 honest ticks, by one node that then stops.
-    let (ok, _, err) = lockgrid(&[
-        "serve",
-        "--cluster",
-        &url,
-        "--world",
-        "tamper",
-        "--addr",
-        "127.0.0.1:0",
-        "--npcs",
-        "4",
-        "--ticks",
-        "20",
-        "--data-dir",
-        tmp.path().join("writer").to_str().unwrap(),
-    ]);
-    assert!(ok, "the writer node fails: {err}");
+    write_world(&url, "tamper", 20, &tmp.path().join("writer"));
     let honest = read_digests(&tmp.path().join("writer"));
     let last = *honest.keys().max().expect("the writer applied ticks");
     assert!(last >= 20);

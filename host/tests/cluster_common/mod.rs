@@ -544,6 +544,29 @@ pub fn run_walkers(
     }
 }
 
+/// Writes world `world` of `ticks` ticks with four NPCs into the stream at
+/// `url`, by one node (its data folder `data`) that then stops.
+pub fn write_world(url: &str, world: &str, ticks: u64, data: &Path) {
+    let ticks = ticks.to_string();
+    let data = data.to_str().expect("utf-8 path");
+    let (ok, _, err) = lockgrid(&[
+        "serve",
+        "--cluster",
+        url,
+        "--world",
+        world,
+        "--addr",
+        "127.0.0.1:0",
+        "--npcs",
+        "4",
+        "--ticks",
+        &ticks,
+        "--data-dir",
+        data,
+    ]);
+    assert!(ok, "the writer node fails: {err}");
+}
+
 /// Runs `lockgrid ARGS`; returns (success, stdout, stderr).
 pub fn lockgrid(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN)
