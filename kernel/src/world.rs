@@ -577,8 +577,7 @@ impl World {
             gone: self.gone.len() as u64,
             observers: u64::from(self.observers),
             cells: u64::from(self.config.width_cells) * u64::from(self.config.height_cells),
-            sweepable: self.sweep.possible()
-                && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None),
+            sweepable: self.sweep_could_run(),
             copy,
         });
         self.plan = TickPlan {
@@ -1176,6 +1175,14 @@ impl World {
         }
     }
 
+    /// Whether the sweep could take every view this tick, by the config
+    /// and how many entities are observers (before this tick's jumps,
+    /// spawns and despawns are counted).
+    fn sweep_could_run(&self) -> bool {
+        self.sweep.possible()
+            && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None)
+    }
+
     /// Sorts every entity into the squares for tick `t`, recording steps
     /// and sweeping (`sweep.rs`) where the tick allows it: every view
     /// rebuilt (`mark_all`) or swept, no slot taken over, and few enough
@@ -1184,8 +1191,7 @@ impl World {
         // Sweeping needs every view to be a function of last tick's
         // positions, and pairs to name subjects by slot.
         let steady = mark_all
-            && self.sweep.possible()
-            && plan::sweep_allowed(u64::from(self.observers), u64::from(self.count), None)
+            && self.sweep_could_run()
             && !self.gone.iter().any(|g| self.slots.taken_over(g));
         let Some(squares) = self.squares.as_mut() else {
             return;
