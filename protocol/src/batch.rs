@@ -28,6 +28,9 @@ const UPD_POS: u64 = 1;
 const UPD_DIR: u64 = 2;
 /// Update flag: the speed changed.
 const UPD_SPEED: u64 = 4;
+/// Update flags of a *reset*: no flag set, and the whole movable state
+/// follows as absolute values instead of deltas.
+const UPD_RESET: u64 = 0;
 
 /// Smallest possible part: four empty sections.
 pub const EMPTY_PART_LEN: usize = 4;
@@ -39,6 +42,9 @@ pub struct EncodedPart {
     pub len: usize,
     /// How many leading events the part holds; encode the rest into the next part.
     pub consumed: usize,
+    /// Where the update section (its count) starts: a sender that drops
+    /// the part's Updates keeps the bytes before it and a zero count.
+    pub updates_at: usize,
 }
 
 /// Wire code of a command kind.
@@ -159,10 +165,27 @@ impl PartWriter<'_> {
 /// subject). Call again with the unconsumed rest to produce the next part;
 /// the split depends only on the events, the view and `out.len()`, so it
 /// is deterministic. On error `view` is unchanged.
+///
+/// An Update is written as the fields that changed, relative to the
+/// view; one that would change nothing is consumed and not written.
 pub fn encode_part(
     events: &[Event],
     view: &mut View,
     out: &mut [u8],
+) -> Result<EncodedPart, BatchError> {
+    encode_part_with_resets(events, view, out, &[])
+}
+
+/// [`encode_part`], writing the Updates of the subjects in `resets`
+/// (ascending ids) as *resets*: the whole state in absolute values, which
+/// the receiver takes whatever it held before. A sender uses them when it
+/// cannot be sure what the receiver holds (an earlier Update of that
+/// subject is unacknowledged or was dropped from a resent part).
+pub fn encode_part_with_resets(
+    events: &[Event],
+    view: &mut View,
+    out: &mut [u8],
+    resets: &[EntityId],
 ) -> Result<EncodedPart, BatchError> {
     check_order(events)?;
     let mut p = PartWriter {
@@ -292,9 +315,11 @@ pub fn encode_part(
     let base: &[(EntityId, Seen)] = if merged { &scratch.next } else { entries };
 
     // Updates: indices into the view after this part's leaves and enters.
+    let updates_at = p.w.pos();
     let run = p.open(run_of(&events[i..], EventKind::Update));
-    let (mut c, mut j, mut next_min) = (0, 0usize, 0usize);
-    while c < run {
+    let end = i + run;
+    let (mut c, mut j, mut next_min, mut r) = (0, 0usize, 0usize, 0usize);
+    while i < end {
         let Some(&Event::Update {
             subject,
             pos,
@@ -312,6 +337,10 @@ pub fn encode_part(
             Some(e) if e.0 == subject => e.1,
             _ => return Err(BatchError::NotVisible(subject)),
         };
+        while resets.get(r).is_some_and(|&s| s < subject) {
+            r += 1;
+        }
+        let reset = resets.get(r) == Some(&subject);
         let mut flags = 0;
         if pos != old.pos {
             flags |= UPD_POS;
@@ -322,17 +351,30 @@ pub fn encode_part(
         if speed != old.speed {
             flags |= UPD_SPEED;
         }
+        if flags == 0 && !reset {
+            // Nothing the receiver holds would change: not sent at all.
+            i += 1;
+            continue;
+        }
         let mark = p.w.pos();
-        p.w.varint(((j - next_min) as u64) << 3 | flags);
-        if flags & UPD_POS != 0 {
-            p.w.svarint(pos.x.to_bits().wrapping_sub(old.pos.x.to_bits()));
-            p.w.svarint(pos.y.to_bits().wrapping_sub(old.pos.y.to_bits()));
-        }
-        if flags & UPD_DIR != 0 {
-            p.w.svarint(i64::from(dir.wrapping_sub(old.dir) as i16));
-        }
-        if flags & UPD_SPEED != 0 {
-            p.w.svarint(speed.to_bits().wrapping_sub(old.speed.to_bits()));
+        if reset {
+            p.w.varint(((j - next_min) as u64) << 3 | UPD_RESET);
+            p.w.svarint(pos.x.to_bits());
+            p.w.svarint(pos.y.to_bits());
+            p.w.varint(u64::from(dir));
+            p.w.svarint(speed.to_bits());
+        } else {
+            p.w.varint(((j - next_min) as u64) << 3 | flags);
+            if flags & UPD_POS != 0 {
+                p.w.svarint(pos.x.to_bits().wrapping_sub(old.pos.x.to_bits()));
+                p.w.svarint(pos.y.to_bits().wrapping_sub(old.pos.y.to_bits()));
+            }
+            if flags & UPD_DIR != 0 {
+                p.w.svarint(i64::from(dir.wrapping_sub(old.dir) as i16));
+            }
+            if flags & UPD_SPEED != 0 {
+                p.w.svarint(speed.to_bits().wrapping_sub(old.speed.to_bits()));
+            }
         }
         if !p.keep(mark, 0, i == 0) {
             break;
@@ -360,7 +402,11 @@ pub fn encode_part(
         p.w.finish()
             .map_err(|e| BatchError::BufferTooSmall { needed: e.needed })?;
     view.commit(merged);
-    Ok(EncodedPart { len, consumed: i })
+    Ok(EncodedPart {
+        len,
+        consumed: i,
+        updates_at,
+    })
 }
 
 /// Decodes one batch part received for `observer`, appends its events to
@@ -377,9 +423,28 @@ pub fn decode_part(
     out: &mut Vec<Event>,
 ) -> Result<(), BatchError> {
     let base_len = out.len();
-    let r = decode_inner(payload, observer, view, out);
+    let r = decode_inner(payload, observer, view, out, None);
     if r.is_err() {
         out.truncate(base_len);
+    }
+    r
+}
+
+/// [`decode_part`], also appending to `resets` the subjects whose Update
+/// was a reset (ascending): with them, [`encode_part_with_resets`] gives
+/// back the same bytes.
+pub fn decode_part_with_resets(
+    payload: &[u8],
+    observer: EntityId,
+    view: &mut View,
+    out: &mut Vec<Event>,
+    resets: &mut Vec<EntityId>,
+) -> Result<(), BatchError> {
+    let (base_len, resets_len) = (out.len(), resets.len());
+    let r = decode_inner(payload, observer, view, out, Some(&mut *resets));
+    if r.is_err() {
+        out.truncate(base_len);
+        resets.truncate(resets_len);
     }
     r
 }
@@ -389,6 +454,7 @@ fn decode_inner(
     observer: EntityId,
     view: &mut View,
     out: &mut Vec<Event>,
+    mut resets: Option<&mut Vec<EntityId>>,
 ) -> Result<(), BatchError> {
     let mut r = Reader::new(payload);
 
@@ -496,6 +562,15 @@ fn decode_inner(
             .ok_or(DecodeError::OutOfRange("update index"))?;
         let (subject, old) = base[idx];
         let mut s = old;
+        if flags == UPD_RESET {
+            let (x, y) = (r.svarint()?, r.svarint()?);
+            s.pos = Pos::new(Fix::from_bits(x), Fix::from_bits(y));
+            s.dir = r.varint_u16("dir")?;
+            s.speed = Fix::from_bits(r.svarint()?);
+            if let Some(resets) = resets.as_deref_mut() {
+                resets.push(subject);
+            }
+        }
         if flags & UPD_POS != 0 {
             let (dx, dy) = (r.svarint()?, r.svarint()?);
             if dx == 0 && dy == 0 {
@@ -535,6 +610,70 @@ fn decode_inner(
     }
     view.commit(merged);
     Ok(())
+}
+
+/// Reads one Update item: its gap, its flags and the bytes of its fields.
+fn update_item<'a>(r: &mut Reader<'a>, bytes: &'a [u8]) -> Result<(u64, u64, &'a [u8]), DecodeError> {
+    let head = r.varint()?;
+    let flags = head & 7;
+    let at = r.pos();
+    let fields = match flags {
+        UPD_RESET => 4,
+        f => {
+            2 * usize::from(f & UPD_POS != 0)
+                + usize::from(f & UPD_DIR != 0)
+                + usize::from(f & UPD_SPEED != 0)
+        }
+    };
+    for _ in 0..fields {
+        r.varint()?;
+    }
+    Ok((head >> 3, flags, &bytes[at..r.pos()]))
+}
+
+/// Keeps only the Update items of a part for which `keep(n)` holds (`n`
+/// counts the part's Update items from 0; asked twice for each, it must
+/// answer the same), rewriting the gaps of those
+/// kept; returns the part's new length, never more than the old. `part`
+/// was written by [`encode_part_with_resets`], its update section starting
+/// at `updates_at`; `scratch` is reused. Each kept item stays relative to
+/// the same state, so the part still applies to the same view.
+pub(crate) fn retain_updates(
+    part: &mut [u8],
+    updates_at: usize,
+    scratch: &mut Vec<u8>,
+    mut keep: impl FnMut(usize) -> bool,
+) -> Result<usize, DecodeError> {
+    scratch.clear();
+    scratch.extend_from_slice(part.get(updates_at..).ok_or(DecodeError::UnexpectedEnd)?);
+    let items = |r: &mut Reader<'_>| r.count(usize::MAX, 1, "updates");
+    let mut r = Reader::new(scratch);
+    let n = items(&mut r)?;
+    let mut kept = 0u64;
+    for k in 0..n {
+        update_item(&mut r, scratch)?;
+        kept += u64::from(keep(k));
+    }
+    // Removing an item only merges its gap into the next kept one's, and
+    // a varint of a sum is no longer than the two varints, so the rewrite
+    // never outgrows the part.
+    let mut w = Writer::new(&mut part[updates_at..]);
+    w.varint(kept);
+    let mut r = Reader::new(scratch);
+    items(&mut r)?;
+    let (mut next, mut wnext) = (0u64, 0u64);
+    for k in 0..n {
+        let (gap, flags, fields) = update_item(&mut r, scratch)?;
+        let idx = next.saturating_add(gap);
+        next = idx.saturating_add(1);
+        if keep(k) {
+            w.varint((idx - wnext) << 3 | flags);
+            w.bytes(fields);
+            wnext = idx + 1;
+        }
+    }
+    let len = w.finish().map_err(|_| DecodeError::UnexpectedEnd)?;
+    Ok(updates_at + len)
 }
 
 impl View {

@@ -107,6 +107,12 @@ pub struct BudgetStats {
     pub updates_sent: u64,
     /// Sum over ticks of the stale subjects left for a later tick.
     pub updates_deferred: u64,
+    /// Updates sent as resets (the whole state, absolute): those of a
+    /// subject whose last Update was unacknowledged or dropped.
+    pub resets_sent: u64,
+    /// Updates dropped from lost parts before they were sent again (their
+    /// subjects' newest states were sent in later ticks instead).
+    pub updates_superseded: u64,
     /// Visible subjects whose newest state the client has not been sent.
     pub stale_now: u32,
     /// The longest any visible subject has been stale, in ticks: the tick
@@ -123,6 +129,8 @@ impl BudgetStats {
         self.overrun_ticks += o.overrun_ticks;
         self.updates_sent += o.updates_sent;
         self.updates_deferred += o.updates_deferred;
+        self.resets_sent += o.resets_sent;
+        self.updates_superseded += o.updates_superseded;
         self.stale_now += o.stale_now;
         self.max_staleness = self.max_staleness.max(o.max_staleness);
     }
@@ -148,6 +156,13 @@ struct Track {
     priority: u64,
     /// First tick of the current staleness; 0 while not stale.
     stale_since: u64,
+    /// The tick and part that carried its last Update.
+    last: (u64, u16),
+    /// Whether that part is known to have arrived (or there was none).
+    settled: bool,
+    /// Whether what the client holds is uncertain: an Update was dropped
+    /// from a part sent again, and the first copy may yet arrive.
+    unsure: bool,
 }
 
 impl Track {
@@ -158,11 +173,30 @@ impl Track {
             sent: s,
             priority: 0,
             stale_since: 0,
+            last: (0, 0),
+            settled: true,
+            unsure: false,
         }
     }
 
     fn stale(&self) -> bool {
-        self.target != self.sent
+        self.unsure || self.target != self.sent
+    }
+
+    /// Whether its next Update must be a reset: what the client holds is
+    /// uncertain, or the last Update is still in flight (a delta from it
+    /// would be wrong if its part were lost and sent again without it).
+    fn needs_reset(&self) -> bool {
+        self.unsure || !self.settled
+    }
+
+    /// Bytes of its next Update, but for the head's gap.
+    fn body(&self) -> usize {
+        if self.needs_reset() {
+            reset_body(&self.target)
+        } else {
+            update_body(&self.sent, &self.target)
+        }
     }
 }
 
@@ -219,6 +253,8 @@ pub(crate) struct Pacer {
     taken: usize,
     /// Indices of the tracks taken, ascending.
     picked: Vec<u32>,
+    /// Subjects of this tick's Updates that are resets, ascending.
+    resets: Vec<EntityId>,
     stats: BudgetStats,
 }
 
@@ -242,6 +278,14 @@ fn update_body(old: &State, new: &State) -> usize {
         ));
     }
     n
+}
+
+/// Encoded size of a reset to `s`, but for its head.
+fn reset_body(s: &State) -> usize {
+    varint_len(zigzag(s.pos.x.to_bits()))
+        + varint_len(zigzag(s.pos.y.to_bits()))
+        + varint_len(u64::from(s.dir))
+        + varint_len(zigzag(s.speed.to_bits()))
 }
 
 /// An upper bound of the bytes the rejections, Leaves and Enters of
@@ -320,6 +364,7 @@ impl Pacer {
             order: Vec::new(),
             taken: 0,
             picked: Vec::new(),
+            resets: Vec::new(),
             stats: BudgetStats {
                 bytes_per_sec,
                 ..BudgetStats::default()
@@ -436,7 +481,7 @@ impl Pacer {
         for (i, t) in self.tracks.iter().enumerate() {
             if t.stale() {
                 let gap = i as u64 - next;
-                all += (varint_len(gap << 3 | 7) + update_body(&t.sent, &t.target)) as i64;
+                all += (varint_len(gap << 3 | 7) + t.body()) as i64;
                 next = i as u64 + 1;
                 self.order.push(i as u128);
             }
@@ -459,7 +504,7 @@ impl Pacer {
             self.taken = 0;
             for &o in &self.order {
                 let t = &self.tracks[o as u32 as usize];
-                let cost = 1 + update_body(&t.sent, &t.target) as i64;
+                let cost = 1 + t.body() as i64;
                 if cost > left {
                     break;
                 }
@@ -480,12 +525,17 @@ impl Pacer {
         }
         self.stats.updates_deferred += (self.order.len() - self.taken) as u64;
         self.stats.updates_sent += self.taken as u64;
+        self.resets.clear();
         for &i in &self.picked {
             let Some(t) = self.tracks.get_mut(i as usize) else {
                 continue;
             };
+            if t.needs_reset() {
+                self.resets.push(t.id);
+            }
             t.sent = t.target;
             t.priority = 0;
+            t.unsure = false;
             out.push(Event::Update {
                 observer,
                 subject: t.id,
@@ -495,6 +545,77 @@ impl Pacer {
             });
         }
         self.stats.stale_now -= self.taken as u32;
+        self.stats.resets_sent += self.resets.len() as u64;
+    }
+
+    /// The subjects whose Update [`choose`](Self::choose) made a reset,
+    /// ascending.
+    pub(crate) fn resets(&self) -> &[EntityId] {
+        &self.resets
+    }
+
+    /// Part `part` of `tick` carries Updates of `subjects` (ascending).
+    pub(crate) fn sent_in(&mut self, tick: u64, part: u16, subjects: &[EntityId]) {
+        self.each_track(subjects, |t| {
+            t.last = (tick, part);
+            t.settled = false;
+        });
+    }
+
+    /// Part `part` of `tick`, carrying Updates of `subjects`, arrived.
+    pub(crate) fn settle(&mut self, tick: u64, part: u16, subjects: &[EntityId]) {
+        self.each_track(subjects, |t| {
+            if t.last == (tick, part) {
+                t.settled = true;
+            }
+        });
+    }
+
+    /// Whether the Update of `subject` that part `part` of `tick` carried
+    /// is still the subject's newest word: it is the last Update sent of a
+    /// subject still visible, and the subject has not changed since.
+    pub(crate) fn still_newest(&self, tick: u64, part: u16, subject: EntityId) -> bool {
+        self.track(subject)
+            .is_some_and(|t| t.last == (tick, part) && !t.unsure && t.target == t.sent)
+    }
+
+    /// The Update of `subject` in part `part` of `tick`, which was lost, is
+    /// dropped before the part goes again. Where it was the subject's last
+    /// Update, the client will hold either the state before it or (should
+    /// the first copy arrive after all) the state it carried: the subject
+    /// is stale until a reset reaches it. Otherwise a later Update, a reset
+    /// (an earlier one was in flight when it was chosen), stands for it.
+    pub(crate) fn superseded(&mut self, tick: u64, part: u16, subject: EntityId) {
+        self.stats.updates_superseded += 1;
+        let Ok(k) = self.tracks.binary_search_by_key(&subject, |t| t.id) else {
+            return;
+        };
+        let t = &mut self.tracks[k];
+        if t.last == (tick, part) {
+            if !t.stale() {
+                self.stats.stale_now += 1;
+            }
+            t.settled = true;
+            t.unsure = true;
+        }
+    }
+
+    fn track(&self, id: EntityId) -> Option<&Track> {
+        self.tracks
+            .binary_search_by_key(&id, |t| t.id)
+            .ok()
+            .and_then(|k| self.tracks.get(k))
+    }
+
+    /// Runs `f` on the track of each of `subjects` (ascending) still visible.
+    fn each_track(&mut self, subjects: &[EntityId], mut f: impl FnMut(&mut Track)) {
+        let mut k = 0;
+        for &id in subjects {
+            k += self.tracks[k..].partition_point(|t| t.id < id);
+            if let Some(t) = self.tracks.get_mut(k).filter(|t| t.id == id) {
+                f(t);
+            }
+        }
     }
 
     /// Exact bytes of the picked Updates, heads included.
@@ -504,7 +625,7 @@ impl Pacer {
         for &i in &self.picked {
             let t = &self.tracks[i as usize];
             let gap = u64::from(i) - next;
-            n += varint_len(gap << 3 | 7) + update_body(&t.sent, &t.target);
+            n += varint_len(gap << 3 | 7) + t.body();
             next = u64::from(i) + 1;
         }
         n

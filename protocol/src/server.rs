@@ -7,7 +7,7 @@ use core::fmt;
 use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
-use crate::batch::encode_part;
+use crate::batch::{encode_part_with_resets, retain_updates};
 use crate::budget::{membership_bytes, BudgetStats, Pacer};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
@@ -212,6 +212,12 @@ struct PendingPart {
     start: usize,
     len: usize,
     state: PartState,
+    /// Where its update section starts, from `start`.
+    updates_at: usize,
+    /// With a budget: the subjects it updates are
+    /// `updated[first..first + count]` of its tick.
+    first: usize,
+    count: usize,
 }
 
 /// One tick's parts for one connection, until every part is acknowledged.
@@ -223,12 +229,59 @@ struct PendingTick {
     /// The parts' payloads, one after another.
     bytes: Vec<u8>,
     parts: Vec<PendingPart>,
+    /// With a budget: the subjects each part updates (see [`PendingPart`]).
+    updated: Vec<EntityId>,
     unacked: usize,
 }
 
 impl PendingTick {
     fn payload(&self, p: &PendingPart) -> &[u8] {
         &self.bytes[p.start..p.start + p.len]
+    }
+
+    fn updated(&self, p: &PendingPart) -> &[EntityId] {
+        &self.updated[p.first..p.first + p.count]
+    }
+
+    /// Before part `k` is sent again: drops its Updates that something
+    /// newer superseded (the subject moved on since, or a later Update of
+    /// it is on its way), so that a resent part never carries a stale
+    /// state; the pacer sends each such subject its newest state later.
+    /// Updates still carrying the newest state stay. Returns by how many
+    /// bytes the part shrank.
+    fn supersede(&mut self, k: usize, pacer: &mut Pacer, scratch: &mut Vec<u8>) -> usize {
+        let Some(p) = self.parts.get_mut(k) else {
+            return 0;
+        };
+        let updated = &mut self.updated[p.first..p.first + p.count];
+        let part = k as u16;
+        let keep = |n: usize| {
+            updated
+                .get(n)
+                .is_some_and(|&s| pacer.still_newest(self.tick, part, s))
+        };
+        if updated.is_empty() || (0..updated.len()).all(keep) {
+            return 0;
+        }
+        let bytes = &mut self.bytes[p.start..p.start + p.len];
+        let Ok(len) = retain_updates(bytes, p.updates_at, scratch, keep) else {
+            return 0;
+        };
+        // Which subjects were dropped, before the pacer hears of it.
+        let mut kept = 0;
+        for n in 0..updated.len() {
+            let s = updated[n];
+            if pacer.still_newest(self.tick, part, s) {
+                updated[kept] = s;
+                kept += 1;
+            } else {
+                pacer.superseded(self.tick, part, s);
+            }
+        }
+        p.count = kept;
+        let shrunk = p.len - len;
+        p.len = len;
+        shrunk
     }
 }
 
@@ -242,6 +295,8 @@ impl PendingTick {
 struct Spare {
     ticks: Vec<PendingTick>,
     sent: Vec<SentData>,
+    /// Scratch for rewriting a part's update section.
+    rewrite: Vec<u8>,
 }
 
 /// Leaves and Enters a connection's shadow view has room for in one part
@@ -270,6 +325,7 @@ impl Spare {
     fn put_tick(&mut self, mut t: PendingTick) {
         t.bytes.clear();
         t.parts.clear();
+        t.updated.clear();
         self.ticks.push(t);
     }
 
@@ -948,7 +1004,16 @@ impl<A: Clone + Ord> Server<A> {
             refusals: VecDeque::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
-            spare: Spare::default(),
+            spare: Spare {
+                // A part is at most a packet: a resent part's rewrite
+                // never grows it.
+                rewrite: if self.config.budget_bytes_per_sec.is_some() {
+                    Vec::with_capacity(self.config.mtu)
+                } else {
+                    Vec::new()
+                },
+                ..Spare::default()
+            },
             pacer: None,
             stats: ConnStats {
                 packets_received: 1,
@@ -1446,10 +1511,20 @@ impl<A: Clone + Ord> Server<A> {
                     refusals,
                     stats,
                     spare,
+                    pacer,
                     ..
                 } = &mut *c;
                 sent.on_timeout(now, rto, |fate, data| {
-                    packet_fate(pending, pending_bytes, refusals, stats, spare, fate, data)
+                    packet_fate(
+                        pending,
+                        pending_bytes,
+                        refusals,
+                        stats,
+                        spare,
+                        pacer,
+                        fate,
+                        data,
+                    )
                 });
                 self.timers.set(c.timer, c.deadline(&self.config));
             }
@@ -1463,16 +1538,18 @@ impl<A: Clone + Ord> Server<A> {
 
 /// Acts on what became of a packet: its parts and refusals are
 /// acknowledged, or to be sent again; its record is kept for reuse.
+#[allow(clippy::too_many_arguments)]
 fn packet_fate(
     pending: &mut VecDeque<PendingTick>,
     pending_bytes: &mut usize,
     refusals: &mut VecDeque<RefusedInput>,
     stats: &mut ConnStats,
     spare: &mut Spare,
+    pacer: &mut Option<Pacer>,
     fate: Fate,
     data: SentData,
 ) {
-    part_fate(pending, pending_bytes, stats, spare, fate, &data);
+    part_fate(pending, pending_bytes, stats, spare, pacer, fate, &data);
     refusal_fate(refusals, stats, fate, &data);
     spare.put_sent(data);
 }
@@ -1555,6 +1632,7 @@ fn part_fate(
     pending_bytes: &mut usize,
     stats: &mut ConnStats,
     spare: &mut Spare,
+    pacer: &mut Option<Pacer>,
     fate: Fate,
     data: &SentData,
 ) {
@@ -1569,7 +1647,8 @@ fn part_fate(
         else {
             continue;
         };
-        let Some(p) = t.parts.get_mut(usize::from(part)) else {
+        let k = usize::from(part);
+        let Some(p) = t.parts.get_mut(k) else {
             continue;
         };
         match (fate, p.state) {
@@ -1578,10 +1657,19 @@ fn part_fate(
                 p.state = PartState::Acked;
                 *pending_bytes -= p.len;
                 t.unacked -= 1;
+                if let (Some(pacer), Some(p)) = (pacer.as_mut(), t.parts.get(k)) {
+                    pacer.settle(t.tick, part, t.updated(p));
+                }
             }
             (Fate::Lost, PartState::InFlight(s)) if s == data.seq => {
                 p.state = PartState::Unsent;
                 stats.parts_retransmitted += 1;
+                // With a budget a part is never resent with Updates that
+                // may have been superseded: they are dropped, and each
+                // subject's newest state goes in a later tick instead.
+                if let Some(pacer) = pacer.as_mut() {
+                    *pending_bytes -= t.supersede(k, pacer, &mut spare.rewrite);
+                }
             }
             (Fate::Lost, _) => {}
         }
@@ -1634,10 +1722,20 @@ impl<A> Conn<A> {
             refusals,
             stats,
             spare,
+            pacer,
             ..
         } = self;
         sent.on_ack(ack, bits, now, rtt, |fate, data| {
-            packet_fate(pending, pending_bytes, refusals, stats, spare, fate, data)
+            packet_fate(
+                pending,
+                pending_bytes,
+                refusals,
+                stats,
+                spare,
+                pacer,
+                fate,
+                data,
+            )
         });
     }
 
@@ -1647,10 +1745,14 @@ impl<A> Conn<A> {
             if t.tick > tick {
                 break;
             }
-            for p in t.parts.iter_mut() {
+            for (k, p) in t.parts.iter_mut().enumerate() {
                 if p.state != PartState::Acked {
                     p.state = PartState::Acked;
                     self.pending_bytes -= p.len;
+                    if let Some(pacer) = self.pacer.as_mut() {
+                        let updated = &t.updated[p.first..p.first + p.count];
+                        pacer.settle(t.tick, k as u16, updated);
+                    }
                 }
             }
             t.unacked = 0;
@@ -1741,15 +1843,35 @@ impl<A> Conn<A> {
             }
             let start = t.bytes.len();
             t.bytes.resize(start + budget, 0);
-            let Ok(p) = encode_part(rest, &mut self.shadow, &mut t.bytes[start..]) else {
+            let resets = self.pacer.as_ref().map_or(&[][..], Pacer::resets);
+            let Ok(p) =
+                encode_part_with_resets(rest, &mut self.shadow, &mut t.bytes[start..], resets)
+            else {
                 self.spare.put_tick(t);
                 return Err(DisconnectReason::Desync);
             };
             t.bytes.truncate(start + p.len);
+            let first = t.updated.len();
+            if let Some(pacer) = self.pacer.as_mut() {
+                // The view's staged updates are this part's, by index
+                // into the view as it now is.
+                let entries = &self.shadow.entries;
+                t.updated.extend(
+                    self.shadow
+                        .scratch
+                        .updates
+                        .iter()
+                        .filter_map(|&(j, _)| entries.get(j).map(|e| e.0)),
+                );
+                pacer.sent_in(tick, t.parts.len() as u16, &t.updated[first..]);
+            }
             t.parts.push(PendingPart {
                 start,
                 len: p.len,
                 state: PartState::Unsent,
+                updates_at: p.updates_at,
+                first,
+                count: t.updated.len() - first,
             });
             self.pending_bytes += p.len;
             rest = &rest[p.consumed..];
@@ -1874,10 +1996,11 @@ impl<A> Conn<A> {
                 refusals,
                 stats,
                 spare,
+                pacer,
                 ..
             } = self;
             sent.push(seq, now, data, |fate, d| {
-                packet_fate(pending, pending_bytes, refusals, stats, spare, fate, d)
+                packet_fate(pending, pending_bytes, refusals, stats, spare, pacer, fate, d)
             });
         } else {
             self.spare.put_sent(data);

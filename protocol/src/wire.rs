@@ -147,6 +147,11 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    /// Bytes read so far.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.remaining() == 0
     }

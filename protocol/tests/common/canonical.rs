@@ -3,7 +3,7 @@
 //! leaves its view as it was. Shared by the bounded runs in
 //! `malformed_input.rs` and the `decode` fuzz target.
 
-use lockgrid_protocol::batch::{decode_part, encode_part};
+use lockgrid_protocol::batch::{decode_part_with_resets, encode_part_with_resets};
 use lockgrid_protocol::{Packet, View};
 
 /// Decodes as a packet; if it decodes, the re-encoding must be identical.
@@ -20,21 +20,23 @@ pub fn check_packet(bytes: &[u8]) {
 }
 
 /// Decodes as a batch part for observer 7 against `view`; if it decodes,
-/// encoding the events against the same view must give the same bytes.
+/// encoding the events against the same view, with the same Updates as
+/// resets, must give the same bytes.
 pub fn check_part(bytes: &[u8], view: &View) {
     let mut v = view.clone();
-    let mut events = Vec::new();
-    match decode_part(bytes, 7, &mut v, &mut events) {
+    let (mut events, mut resets) = (Vec::new(), Vec::new());
+    match decode_part_with_resets(bytes, 7, &mut v, &mut events, &mut resets) {
         Ok(()) => {
             let mut again = view.clone();
             let mut buf = vec![0u8; bytes.len() + 16];
-            let p = encode_part(&events, &mut again, &mut buf).expect("decoded events re-encode");
+            let p = encode_part_with_resets(&events, &mut again, &mut buf, &resets)
+                .expect("decoded events re-encode");
             assert_eq!(&buf[..p.len], bytes, "batch encoding is canonical");
             assert_eq!(again, v);
         }
         Err(_) => {
             assert_eq!(&v, view, "a failed decode leaves the view alone");
-            assert!(events.is_empty());
+            assert!(events.is_empty() && resets.is_empty());
         }
     }
 }
