@@ -57,12 +57,14 @@
 //! bounded number of ticks for a given budget and view; `cargo bench -p
 //! lockgrid-protocol --bench budget` measures how many.
 //!
-//! A lost part is resent byte for byte, as without a budget: an Update it
-//! carried goes again even if its subject moved on, and the newer state
-//! follows as a delta from it. Putting the newest state into the resent
-//! part instead would leave the server unsure which of the two encodings
-//! the client applied (a late original and the resend may both arrive),
-//! and every later Update is a delta from that state.
+//! **Loss.** A lost part goes again without the Updates something newer
+//! superseded (the subject changed since, or a later Update of it was
+//! sent): a resent part never carries a stale state. What the client holds
+//! of a dropped Update's subject is then uncertain (the first copy may
+//! still arrive), so the subject is stale until a *reset* — its whole
+//! state, absolute — reaches it. An Update chosen while the subject's
+//! previous one is unacknowledged is a reset too, so no delta depends on
+//! a part that may go again without it.
 
 use alloc::vec::Vec;
 use core::time::Duration;

@@ -5,7 +5,7 @@
 use lockgrid_kernel::{
     Command, CommandKind, Event, Fix, Move, Pos, RejectReason, Spawn, Visibility,
 };
-use lockgrid_protocol::batch::encode_part;
+use lockgrid_protocol::batch::encode_part_with_resets;
 use lockgrid_protocol::packet::encode_packet;
 use lockgrid_protocol::{
     ClientLimits, DisconnectReason, Frame, Header, InputEntry, InputFrame, InputRefusal, Packet,
@@ -189,10 +189,22 @@ fn a_tick_batch_payload() {
             speed: Fix::from_num(1.5),
         },
     ];
+    // Tick 3: the sender is unsure what the client holds of 5 and resets it.
+    let t3 = [Event::Update {
+        observer: 1,
+        subject: 5,
+        pos: Pos::new(Fix::from_num(20), Fix::from_num(-4.25)),
+        dir: 180,
+        speed: Fix::ZERO,
+    }];
     let mut out = String::new();
-    for (name, events) in [("tick 1", &t1[..]), ("tick 2", &t2[..])] {
+    for (name, events, resets) in [
+        ("tick 1", &t1[..], &[][..]),
+        ("tick 2", &t2[..], &[]),
+        ("tick 3, a reset", &t3[..], &[5]),
+    ] {
         let mut buf = [0u8; 256];
-        let p = encode_part(events, &mut view, &mut buf).unwrap();
+        let p = encode_part_with_resets(events, &mut view, &mut buf, resets).unwrap();
         out += &format!("{name}\nhex  {}\n{events:#?}\n\n", hex(&buf[..p.len]));
     }
     golden!("batch_payload", out);

@@ -412,15 +412,19 @@ def apply_part(view, payload, stats=None):
     for _ in range(r.count(U64, 1)):
         head = r.varint()
         gap, flags = head >> 3, head & 7
-        if flags == 0 and stats is not None:
-            # The document neither forbids nor explains an Update that
-            # changes nothing; count them.
-            stats["updates_without_flags"] = stats.get("updates_without_flags", 0) + 1
         i = nxt + gap
         if i >= len(entries):
             raise Malformed("update index outside the view")
         nxt = i + 1
         e = entries[i]
+        if flags == 0:
+            # A reset: the whole movable state, absolute.
+            e[1] = wrap64(r.svarint())
+            e[2] = wrap64(r.svarint())
+            e[3] = r.varint(0xFFFF)
+            e[4] = r.svarint()
+            if stats is not None:
+                stats["resets"] = stats.get("resets", 0) + 1
         if flags & 1:
             dx, dy = r.svarint(), r.svarint()
             if dx == 0 and dy == 0:
@@ -499,7 +503,7 @@ class Client:
         self.stats = {"dropped_before_welcome": 0, "dropped_duplicate": 0,
                       "dropped_beyond_window": 0, "malformed": 0, "packets_in": 0,
                       "packets_out": 0, "parts_applied": 0, "welcomes": 0,
-                      "repeated_refusals": 0, "lost_in": 0, "lost_out": 0, "dup_in": 0, "dup_out": 0, "held_in": 0, "repeated_parts": 0, "updates_without_flags": 0}
+                      "repeated_refusals": 0, "lost_in": 0, "lost_out": 0, "dup_in": 0, "dup_out": 0, "held_in": 0, "repeated_parts": 0, "resets": 0}
 
     # -- sending
 
@@ -1109,6 +1113,9 @@ def self_test():
     v, rej = apply_part(v, hx("01 01 13 01 00 00 01 01 80 80 04 00"))
     assert rej == [(1, 1, 3)]
     assert v.entries == [[5, 12 * 65536 + 32768, 18 * 65536, 90, 98304, 3]]
+    v, rej = apply_part(v, hx("00 00 00 01 00 80 80 a0 01 ff ff 21 b4 01 00"))
+    assert rej == []
+    assert v.entries == [[5, 20 * 65536, -4 * 65536 - 16384, 180, 0, 3]]
     # The checks the document lists.
     for bad in ("00 01 01 00 00",          # leave index outside the view (index 1 of 1)
                 "00 00 01 05 00 00 00 00 00 00",  # enter of visible 5
