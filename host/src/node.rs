@@ -347,6 +347,8 @@ where
             overrun_ticks: t.overrun_ticks,
             updates_sent: t.updates_sent,
             updates_deferred: t.updates_deferred,
+            resets_sent: t.resets_sent,
+            updates_superseded: t.updates_superseded,
             stale_subjects: u64::from(t.stale_now),
             max_staleness: t.max_staleness,
         });

@@ -613,7 +613,10 @@ fn decode_inner(
 }
 
 /// Reads one Update item: its gap, its flags and the bytes of its fields.
-fn update_item<'a>(r: &mut Reader<'a>, bytes: &'a [u8]) -> Result<(u64, u64, &'a [u8]), DecodeError> {
+fn update_item<'a>(
+    r: &mut Reader<'a>,
+    bytes: &'a [u8],
+) -> Result<(u64, u64, &'a [u8]), DecodeError> {
     let head = r.varint()?;
     let flags = head & 7;
     let at = r.pos();

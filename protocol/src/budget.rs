@@ -57,14 +57,13 @@
 //! bounded number of ticks for a given budget and view; `cargo bench -p
 //! lockgrid-protocol --bench budget` measures how many.
 //!
-//! **Loss.** A lost part goes again without the Updates something newer
-//! superseded (the subject changed since, or a later Update of it was
-//! sent): a resent part never carries a stale state. What the client holds
-//! of a dropped Update's subject is then uncertain (the first copy may
-//! still arrive), so the subject is stale until a *reset* — its whole
-//! state, absolute — reaches it. An Update chosen while the subject's
-//! previous one is unacknowledged is a reset too, so no delta depends on
-//! a part that may go again without it.
+//! **Loss.** Before a lost part goes again, the Updates in it that a newer
+//! state superseded and that nothing sent later depends on are dropped
+//! (see `Pacer::resend_keeps`): a resend never takes the client back to a
+//! stale state. What the client holds of such a subject is then uncertain
+//! (the first copy may still arrive), so its next Update is a *reset* —
+//! its whole state, absolute — sent in the next tick ahead of every other
+//! Update and whatever the allowance has left, as the part would have gone.
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -158,25 +157,25 @@ struct Track {
     priority: u64,
     /// First tick of the current staleness; 0 while not stale.
     stale_since: u64,
+    /// The tick of its Enter.
+    entered: u64,
     /// The tick and part that carried its last Update.
     last: (u64, u16),
-    /// Whether that part is known to have arrived (or there was none).
-    settled: bool,
     /// Whether what the client holds is uncertain: an Update was dropped
     /// from a part sent again, and the first copy may yet arrive.
     unsure: bool,
 }
 
 impl Track {
-    fn fresh(id: EntityId, s: State) -> Track {
+    fn fresh(id: EntityId, s: State, entered: u64) -> Track {
         Track {
             id,
+            entered,
             target: s,
             sent: s,
             priority: 0,
             stale_since: 0,
             last: (0, 0),
-            settled: true,
             unsure: false,
         }
     }
@@ -185,16 +184,10 @@ impl Track {
         self.unsure || self.target != self.sent
     }
 
-    /// Whether its next Update must be a reset: what the client holds is
-    /// uncertain, or the last Update is still in flight (a delta from it
-    /// would be wrong if its part were lost and sent again without it).
-    fn needs_reset(&self) -> bool {
-        self.unsure || !self.settled
-    }
-
-    /// Bytes of its next Update, but for the head's gap.
+    /// Bytes of its next Update, but for the head's gap: a reset when what
+    /// the client holds is uncertain, else a delta.
     fn body(&self) -> usize {
-        if self.needs_reset() {
+        if self.unsure {
             reset_body(&self.target)
         } else {
             update_body(&self.sent, &self.target)
@@ -404,7 +397,11 @@ impl Pacer {
             // Merged in place from the back: no second buffer. An id that
             // left this tick is gone already, so its Enter is a new track.
             let old = self.tracks.len();
-            let mut entering = enter.iter().filter_map(enter_track).rev().peekable();
+            let mut entering = enter
+                .iter()
+                .filter_map(|e| enter_track(e, tick))
+                .rev()
+                .peekable();
             let added = enter.len();
             if let Some(&first) = entering.peek() {
                 self.tracks.resize(old + added, first);
@@ -507,7 +504,9 @@ impl Pacer {
             for &o in &self.order {
                 let t = &self.tracks[o as u32 as usize];
                 let cost = 1 + t.body() as i64;
-                if cost > left {
+                // A reset standing in for an Update dropped from a resent
+                // part goes whatever is left, as the part would have.
+                if cost > left && !t.unsure {
                     break;
                 }
                 left -= cost;
@@ -516,10 +515,14 @@ impl Pacer {
             self.picked
                 .extend(self.order[..self.taken].iter().map(|&o| o as u32));
             self.picked.sort_unstable();
-            // Drop the lowest-priority picks until the exact size fits.
+            // Drop the lowest-priority picks until the exact size fits (the
+            // resets first in line stay).
             while self.taken > 0 && self.exact_bytes() as i64 > room {
+                let last = self.order[self.taken - 1] as u32;
+                if self.tracks[last as usize].unsure {
+                    break;
+                }
                 self.taken -= 1;
-                let last = self.order[self.taken] as u32;
                 if let Ok(k) = self.picked.binary_search(&last) {
                     self.picked.remove(k);
                 }
@@ -528,11 +531,13 @@ impl Pacer {
         self.stats.updates_deferred += (self.order.len() - self.taken) as u64;
         self.stats.updates_sent += self.taken as u64;
         self.resets.clear();
+        // Room for every pick: grows only while the picks do.
+        self.resets.reserve(self.picked.len());
         for &i in &self.picked {
             let Some(t) = self.tracks.get_mut(i as usize) else {
                 continue;
             };
-            if t.needs_reset() {
+            if t.unsure {
                 self.resets.push(t.id);
             }
             t.sent = t.target;
@@ -558,47 +563,49 @@ impl Pacer {
 
     /// Part `part` of `tick` carries Updates of `subjects` (ascending).
     pub(crate) fn sent_in(&mut self, tick: u64, part: u16, subjects: &[EntityId]) {
-        self.each_track(subjects, |t| {
-            t.last = (tick, part);
-            t.settled = false;
-        });
-    }
-
-    /// Part `part` of `tick`, carrying Updates of `subjects`, arrived.
-    pub(crate) fn settle(&mut self, tick: u64, part: u16, subjects: &[EntityId]) {
-        self.each_track(subjects, |t| {
-            if t.last == (tick, part) {
-                t.settled = true;
+        let mut k = 0;
+        for &id in subjects {
+            k += self.tracks[k..].partition_point(|t| t.id < id);
+            if let Some(t) = self.tracks.get_mut(k).filter(|t| t.id == id) {
+                t.last = (tick, part);
             }
-        });
+        }
     }
 
-    /// Whether the Update of `subject` that part `part` of `tick` carried
-    /// is still the subject's newest word: it is the last Update sent of a
-    /// subject still visible, and the subject has not changed since.
-    pub(crate) fn still_newest(&self, tick: u64, part: u16, subject: EntityId) -> bool {
+    /// Whether the Update of `subject` that part `part` of `tick` carried,
+    /// now lost, goes again with the part. It is dropped only when it was
+    /// the last Update sent of a subject still visible and the subject has
+    /// changed since: then nothing sent depends on it and it is stale. It
+    /// stays when it is still the newest state, or when a later Update was
+    /// sent (which may be a delta from it: the newer state is on its way
+    /// right behind it), or when the subject left (Updates sent before the
+    /// Leave may be deltas from it).
+    pub(crate) fn resend_keeps(&self, tick: u64, part: u16, subject: EntityId) -> bool {
         self.track(subject)
-            .is_some_and(|t| t.last == (tick, part) && !t.unsure && t.target == t.sent)
+            .is_none_or(|t| t.entered > tick || t.last != (tick, part) || t.target == t.sent)
     }
 
     /// The Update of `subject` in part `part` of `tick`, which was lost, is
     /// dropped before the part goes again. Where it was the subject's last
     /// Update, the client will hold either the state before it or (should
     /// the first copy arrive after all) the state it carried: the subject
-    /// is stale until a reset reaches it. Otherwise a later Update, a reset
-    /// (an earlier one was in flight when it was chosen), stands for it.
+    /// is stale until a reset reaches it.
     pub(crate) fn superseded(&mut self, tick: u64, part: u16, subject: EntityId) {
         self.stats.updates_superseded += 1;
         let Ok(k) = self.tracks.binary_search_by_key(&subject, |t| t.id) else {
             return;
         };
         let t = &mut self.tracks[k];
-        if t.last == (tick, part) {
+        if t.last == (tick, part) && !t.unsure {
             if !t.stale() {
                 self.stats.stale_now += 1;
             }
-            t.settled = true;
             t.unsure = true;
+            // Its reset goes in the next tick, ahead of every other Update
+            // and whatever the budget has left, as the lost part would have:
+            // dropping a stale state must not leave the client further
+            // behind than resending it would.
+            t.priority = u64::MAX;
         }
     }
 
@@ -607,17 +614,6 @@ impl Pacer {
             .binary_search_by_key(&id, |t| t.id)
             .ok()
             .and_then(|k| self.tracks.get(k))
-    }
-
-    /// Runs `f` on the track of each of `subjects` (ascending) still visible.
-    fn each_track(&mut self, subjects: &[EntityId], mut f: impl FnMut(&mut Track)) {
-        let mut k = 0;
-        for &id in subjects {
-            k += self.tracks[k..].partition_point(|t| t.id < id);
-            if let Some(t) = self.tracks.get_mut(k).filter(|t| t.id == id) {
-                f(t);
-            }
-        }
     }
 
     /// Exact bytes of the picked Updates, heads included.
@@ -659,7 +655,7 @@ fn leave_id(e: &Event) -> Option<EntityId> {
     }
 }
 
-fn enter_track(e: &Event) -> Option<Track> {
+fn enter_track(e: &Event, tick: u64) -> Option<Track> {
     match *e {
         Event::Enter {
             subject,
@@ -667,7 +663,7 @@ fn enter_track(e: &Event) -> Option<Track> {
             dir,
             speed,
             ..
-        } => Some(Track::fresh(subject, State { pos, dir, speed })),
+        } => Some(Track::fresh(subject, State { pos, dir, speed }, tick)),
         _ => None,
     }
 }

@@ -239,16 +239,11 @@ impl PendingTick {
         &self.bytes[p.start..p.start + p.len]
     }
 
-    fn updated(&self, p: &PendingPart) -> &[EntityId] {
-        &self.updated[p.first..p.first + p.count]
-    }
-
-    /// Before part `k` is sent again: drops its Updates that something
-    /// newer superseded (the subject moved on since, or a later Update of
-    /// it is on its way), so that a resent part never carries a stale
-    /// state; the pacer sends each such subject its newest state later.
-    /// Updates still carrying the newest state stay. Returns by how many
-    /// bytes the part shrank.
+    /// Before part `k` is sent again: drops the Updates the pacer says a
+    /// newer state superseded (see `Pacer::resend_keeps`), so that a
+    /// resent part never takes a client back to a stale state; the pacer
+    /// sends each such subject its newest state later, as a reset. Returns
+    /// by how many bytes the part shrank.
     fn supersede(&mut self, k: usize, pacer: &mut Pacer, scratch: &mut Vec<u8>) -> usize {
         let Some(p) = self.parts.get_mut(k) else {
             return 0;
@@ -258,7 +253,7 @@ impl PendingTick {
         let keep = |n: usize| {
             updated
                 .get(n)
-                .is_some_and(|&s| pacer.still_newest(self.tick, part, s))
+                .is_some_and(|&s| pacer.resend_keeps(self.tick, part, s))
         };
         if updated.is_empty() || (0..updated.len()).all(keep) {
             return 0;
@@ -271,7 +266,7 @@ impl PendingTick {
         let mut kept = 0;
         for n in 0..updated.len() {
             let s = updated[n];
-            if pacer.still_newest(self.tick, part, s) {
+            if pacer.resend_keeps(self.tick, part, s) {
                 updated[kept] = s;
                 kept += 1;
             } else {
@@ -1657,9 +1652,6 @@ fn part_fate(
                 p.state = PartState::Acked;
                 *pending_bytes -= p.len;
                 t.unacked -= 1;
-                if let (Some(pacer), Some(p)) = (pacer.as_mut(), t.parts.get(k)) {
-                    pacer.settle(t.tick, part, t.updated(p));
-                }
             }
             (Fate::Lost, PartState::InFlight(s)) if s == data.seq => {
                 p.state = PartState::Unsent;
@@ -1745,14 +1737,10 @@ impl<A> Conn<A> {
             if t.tick > tick {
                 break;
             }
-            for (k, p) in t.parts.iter_mut().enumerate() {
+            for p in t.parts.iter_mut() {
                 if p.state != PartState::Acked {
                     p.state = PartState::Acked;
                     self.pending_bytes -= p.len;
-                    if let Some(pacer) = self.pacer.as_mut() {
-                        let updated = &t.updated[p.first..p.first + p.count];
-                        pacer.settle(t.tick, k as u16, updated);
-                    }
                 }
             }
             t.unacked = 0;
@@ -2000,7 +1988,16 @@ impl<A> Conn<A> {
                 ..
             } = self;
             sent.push(seq, now, data, |fate, d| {
-                packet_fate(pending, pending_bytes, refusals, stats, spare, pacer, fate, d)
+                packet_fate(
+                    pending,
+                    pending_bytes,
+                    refusals,
+                    stats,
+                    spare,
+                    pacer,
+                    fate,
+                    d,
+                )
             });
         } else {
             self.spare.put_sent(data);

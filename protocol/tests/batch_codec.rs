@@ -36,7 +36,10 @@ fn round_trip(
         }
         assert!(p.consumed > 0, "a part made no progress");
     }
-    assert_eq!(decoded, expected, "every event but the Updates that change nothing");
+    assert_eq!(
+        decoded, expected,
+        "every event but the Updates that change nothing"
+    );
     assert_eq!(shadow, client);
     parts
 }

@@ -47,6 +47,9 @@ struct Outcome {
     worst_staleness: u64,
     overrun_ticks: u64,
     updates_sent: u64,
+    /// Updates dropped from lost parts before they went again.
+    superseded: u64,
+    resets_sent: u64,
     datagrams_lost: u64,
 }
 
@@ -268,13 +271,15 @@ fn run(spec: &Spec) -> Result<Outcome, String> {
         }
     }
     let worst_second = sends.values().map(|s| worst_window(s)).max().unwrap_or(0);
-    let (mut overrun_ticks, mut updates_sent) = (0, 0);
+    let (mut overrun_ticks, mut updates_sent, mut superseded, mut resets_sent) = (0, 0, 0, 0);
     for conn in server.connections() {
         let s = server
             .budget_stats(conn)
             .ok_or("a budget for every connection")?;
         overrun_ticks += s.overrun_ticks;
         updates_sent += s.updates_sent;
+        superseded += s.updates_superseded;
+        resets_sent += s.resets_sent;
     }
     Ok(Outcome {
         worst_second,
@@ -282,6 +287,8 @@ fn run(spec: &Spec) -> Result<Outcome, String> {
         worst_staleness,
         overrun_ticks,
         updates_sent,
+        superseded,
+        resets_sent,
         datagrams_lost: net.dropped,
     })
 }
@@ -394,7 +401,7 @@ fn check(spec: &Spec) -> Outcome {
         )
     });
     eprintln!(
-        "seed {} {} {} B/s, loss {}ppm dup {}ppm: worst second {} B, staleness ≤ {} ticks, converged {} ticks after motion, {} overrun ticks, {} updates, {} datagrams lost",
+        "seed {} {} {} B/s, loss {}ppm dup {}ppm: worst second {} B, staleness ≤ {} ticks, converged {} ticks after motion, {} overrun ticks, {} updates ({} resets, {} superseded), {} datagrams lost",
         spec.seed,
         spec.layout.name(),
         spec.budget,
@@ -405,6 +412,8 @@ fn check(spec: &Spec) -> Outcome {
         o.converged_after,
         o.overrun_ticks,
         o.updates_sent,
+        o.resets_sent,
+        o.superseded,
         o.datagrams_lost
     );
     o
@@ -416,6 +425,9 @@ fn a_tight_budget_in_a_crowd_keeps_views_exact_and_bytes_bounded() {
         let s = spec(seed, Layout::Hotspot, 8 * 1024);
         let o = check(&s);
         assert!(o.datagrams_lost > 0, "the network lost nothing");
+        // Lost parts went again without their superseded Updates, and
+        // those subjects were sent resets.
+        assert!(o.superseded > 0 && o.resets_sent > 0);
         assert!(
             o.worst_second <= u64::from(s.budget) + DEFAULT_MTU as u64,
             "seed {seed}: {} bytes in one second",

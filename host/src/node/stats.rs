@@ -63,6 +63,13 @@ pub struct BudgetSummary {
     pub updates_sent: u64,
     /// Stale subjects left for a later tick, summed over ticks and clients.
     pub updates_deferred: u64,
+    /// Updates sent as resets (the whole state), summed over clients.
+    #[serde(default)]
+    pub resets_sent: u64,
+    /// Updates dropped from lost parts before they went again, because a
+    /// newer state superseded them, summed over clients.
+    #[serde(default)]
+    pub updates_superseded: u64,
     /// Visible subjects whose newest state is not yet sent, summed over
     /// the clients connected now.
     pub stale_subjects: u64,
