@@ -399,7 +399,7 @@ async fn run(
                 unix_secs_at_zero,
             ))
             .map_err(ClusterError::Node)?,
-        None => warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect"),
+        None => warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect, and a client's name (its Hello token) is its unchecked claim to an entity on every node: anyone who knows a name can claim it (use a key in production)"),
     }
     info!(addr = %local, tick = m.node.world().tick(), "serving");
     on_ready(local);
