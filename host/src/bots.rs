@@ -63,8 +63,8 @@ pub struct BotsOptions {
     pub key: Option<lockgrid_protocol::PrivateKey>,
     /// More servers (nodes of one cluster): clients are spread over
     /// `server` and these, and a client whose server is silent for
-    /// `server_silence` or closes it connects to the next one, as a new
-    /// entity. Verification against a data folder needs one server.
+    /// `server_silence` or closes it connects to the next one, with its
+    /// name (or token) and so its entity. Verification against a data folder needs one server.
     pub more_servers: Vec<SocketAddr>,
 }
 

@@ -28,6 +28,25 @@
 //! | `lockgrid_snapshots_written_total` | counter | state snapshots written |
 //! | `lockgrid_snapshot_failures_total` | counter | snapshots that could not be written |
 //!
+//! A node of a cluster (`serve --cluster … --metrics ADDR`) serves the same
+//! metrics — a tick being one it appended or applied from the stream, the
+//! tick's work its step, its append to the stream when leading (timed as
+//! `lockgrid_journal_append_seconds`; there is no separate sync) and its
+//! release, snapshots those stored in the object store — and these:
+//!
+//! | metric | type | what |
+//! | --- | --- | --- |
+//! | `lockgrid_cluster_leading` | gauge | 1 while this node holds the lease and appends, else 0 |
+//! | `lockgrid_cluster_appended_tick` | gauge | the last tick this node appended (0: none yet) |
+//! | `lockgrid_cluster_applied_tick` | gauge | the last tick applied, appended here or read from the stream |
+//! | `lockgrid_cluster_ticks_appended_total` | counter | ticks this node appended as leader |
+//! | `lockgrid_cluster_ticks_followed_total` | counter | ticks applied from the stream, appended by another node |
+//! | `lockgrid_cluster_leads_total` | counter | times this node took the lease |
+//! | `lockgrid_cluster_lost_appends_total` | counter | appends refused or failed (the world was rebuilt each time) |
+//! | `lockgrid_cluster_batches_forwarded_total` | counter | batches of this node's client commands sent to the leader over NATS, resends included |
+//! | `lockgrid_cluster_commands_forwarded_total` | counter | client commands in those batches, each counted once |
+//! | `lockgrid_cluster_batches_taken_total` | counter | other nodes' batches this node took into its ticks as leader |
+//!
 //! Every label value exists from the start, at zero, so a dashboard sees a
 //! refusal reason before the first refusal.
 
@@ -92,6 +111,47 @@ struct Inner {
     journal_sync: Histogram,
     snapshots_written: Counter,
     snapshot_failures: Counter,
+    cluster: Option<ClusterGauges>,
+}
+
+/// The metrics only a cluster node has.
+struct ClusterGauges {
+    leading: Gauge,
+    appended_tick: Gauge,
+    applied_tick: Gauge,
+    appended: Counter,
+    followed: Counter,
+    leads: Counter,
+    lost_appends: Counter,
+    batches_forwarded: Counter,
+    commands_forwarded: Counter,
+    batches_taken: Counter,
+}
+
+/// What a cluster node tells its metrics after a tick (see
+/// [`ServeMetrics::record_cluster`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClusterFigures {
+    /// Whether it holds the lease and appends.
+    pub leading: bool,
+    /// The last tick it appended.
+    pub appended_tick: u64,
+    /// The last tick it applied.
+    pub applied_tick: u64,
+    /// Ticks appended, in all.
+    pub appended: u64,
+    /// Ticks followed, in all.
+    pub followed: u64,
+    /// Times it took the lease.
+    pub leads: u64,
+    /// Appends lost.
+    pub lost_appends: u64,
+    /// Batches sent to the leader, resends included.
+    pub batches_forwarded: u64,
+    /// Commands in the batches sent, each once.
+    pub commands_forwarded: u64,
+    /// Other nodes' batches taken into its ticks.
+    pub batches_taken: u64,
 }
 
 impl fmt::Debug for ServeMetrics {
@@ -111,6 +171,15 @@ impl Default for ServeMetrics {
 impl ServeMetrics {
     /// A registry with every metric at zero.
     pub fn new() -> ServeMetrics {
+        ServeMetrics::build(false)
+    }
+
+    /// A registry with every metric at zero, a cluster node's included.
+    pub fn for_cluster() -> ServeMetrics {
+        ServeMetrics::build(true)
+    }
+
+    fn build(cluster: bool) -> ServeMetrics {
         let mut inner = Inner {
             registry: Registry::with_prefix("lockgrid"),
             tick_duration: seconds(),
@@ -132,6 +201,18 @@ impl ServeMetrics {
             journal_sync: seconds(),
             snapshots_written: Counter::default(),
             snapshot_failures: Counter::default(),
+            cluster: cluster.then(|| ClusterGauges {
+                leading: Gauge::default(),
+                appended_tick: Gauge::default(),
+                applied_tick: Gauge::default(),
+                appended: Counter::default(),
+                followed: Counter::default(),
+                leads: Counter::default(),
+                lost_appends: Counter::default(),
+                batches_forwarded: Counter::default(),
+                commands_forwarded: Counter::default(),
+                batches_taken: Counter::default(),
+            }),
         };
         // Create every label value now, at zero.
         for kind in EVENT_KINDS {
@@ -180,6 +261,36 @@ impl ServeMetrics {
         r.register("snapshots_written", help, inner.snapshots_written.clone());
         let help = "State snapshots that could not be written.";
         r.register("snapshot_failures", help, inner.snapshot_failures.clone());
+        if let Some(c) = &inner.cluster {
+            let help = "1 while this node holds the lease and appends, else 0.";
+            r.register("cluster_leading", help, c.leading.clone());
+            let help = "The last tick this node appended to the stream.";
+            r.register("cluster_appended_tick", help, c.appended_tick.clone());
+            let help = "The last tick this node applied.";
+            r.register("cluster_applied_tick", help, c.applied_tick.clone());
+            let help = "Ticks this node appended as leader.";
+            r.register("cluster_ticks_appended", help, c.appended.clone());
+            let help = "Ticks applied from the stream, appended by another node.";
+            r.register("cluster_ticks_followed", help, c.followed.clone());
+            let help = "Times this node took the lease.";
+            r.register("cluster_leads", help, c.leads.clone());
+            let help = "Appends refused or failed.";
+            r.register("cluster_lost_appends", help, c.lost_appends.clone());
+            let help = "Batches of client commands sent to the leader, resends included.";
+            r.register(
+                "cluster_batches_forwarded",
+                help,
+                c.batches_forwarded.clone(),
+            );
+            let help = "Client commands in the batches sent to the leader.";
+            r.register(
+                "cluster_commands_forwarded",
+                help,
+                c.commands_forwarded.clone(),
+            );
+            let help = "Other nodes' batches taken into this node's ticks.";
+            r.register("cluster_batches_taken", help, c.batches_taken.clone());
+        }
         ServeMetrics {
             inner: Arc::new(inner),
         }
@@ -252,6 +363,44 @@ impl ServeMetrics {
         m.clients
             .set(i64::try_from(now.clients).unwrap_or(i64::MAX));
         m.entities.set(i64::from(entities));
+    }
+
+    /// Sets a cluster node's figures (counters move to the totals given);
+    /// does nothing on a registry made without them.
+    pub fn record_cluster(&self, now: &ClusterFigures) {
+        let Some(c) = &self.inner.cluster else {
+            return;
+        };
+        let gauge = |g: &Gauge, v: u64| {
+            g.set(i64::try_from(v).unwrap_or(i64::MAX));
+        };
+        let total = |counter: &Counter, v: u64| {
+            counter.inc_by(v.saturating_sub(counter.get()));
+        };
+        gauge(&c.leading, u64::from(now.leading));
+        gauge(&c.appended_tick, now.appended_tick);
+        gauge(&c.applied_tick, now.applied_tick);
+        total(&c.appended, now.appended);
+        total(&c.followed, now.followed);
+        total(&c.leads, now.leads);
+        total(&c.lost_appends, now.lost_appends);
+        total(&c.batches_forwarded, now.batches_forwarded);
+        total(&c.commands_forwarded, now.commands_forwarded);
+        total(&c.batches_taken, now.batches_taken);
+    }
+
+    /// One append of a tick to the cluster's stream, timed.
+    pub fn record_append(&self, took: Duration) {
+        self.inner.journal_append.observe(took.as_secs_f64());
+    }
+
+    /// A snapshot stored (`true`) or not.
+    pub fn record_snapshot(&self, stored: bool) {
+        if stored {
+            self.inner.snapshots_written.inc();
+        } else {
+            self.inner.snapshot_failures.inc();
+        }
     }
 
     fn journal_append(&self) -> &Histogram {

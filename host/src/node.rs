@@ -94,6 +94,34 @@ use flood::RateLimit;
 /// server entities live below it.
 pub const CLIENT_ID_BASE: EntityId = 1 << 32;
 
+/// Entities of named clients (see [`name_entity`]) have ids from here up,
+/// in a range of 2^47 ids: above the ids a node numbers its clients with
+/// (cluster nodes use `CLIENT_ID_BASE + slot × 2^24 + n`, slots below
+/// 2^10), below those `lockgrid token` mints.
+pub const NAMED_ID_BASE: EntityId = CLIENT_ID_BASE + (1 << 40);
+
+/// The entity of the client that says Hello with `name` (the Hello's token
+/// bytes, without a key): the same on every node and in every run, since
+/// it is a function of the name alone (FNV-1a, then a splitmix64 mix,
+/// reduced to 2^47 ids above [`NAMED_ID_BASE`]). Two names share an entity
+/// only by a hash collision, about one chance in 10^7 among ten thousand
+/// names. An empty name has no entity: such a client gets a new one.
+pub fn name_entity(name: &[u8]) -> Option<EntityId> {
+    if name.is_empty() {
+        return None;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    Some(NAMED_ID_BASE + (z & ((1 << 47) - 1)))
+}
+
 /// How a node runs.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeConfig {
@@ -183,6 +211,10 @@ impl From<StorageError> for NodeError {
 /// A connected client.
 struct Session {
     conn: ConnId,
+    /// Its entity has been alive in the world since it joined: when it is
+    /// gone without this node despawning it, another node (or a rule) took
+    /// it, and the connection ends.
+    alive: bool,
     /// Protocol counters already added to the refusals.
     seen_foreign: u64,
     seen_dropped: u64,
@@ -203,6 +235,11 @@ pub struct Node<A, R, S> {
     spawns: BTreeMap<EntityId, Spawn>,
     /// Accepted client commands, for the next tick.
     inputs: BTreeMap<EntityId, Vec<Command>>,
+    /// Connections for an identity whose entity is still alive (left by a
+    /// node that died, or held by a client on another node): its despawn
+    /// is on its way, and the connection is accepted, with this spawn, once
+    /// the entity is gone from the world.
+    awaiting: BTreeMap<EntityId, (ConnId, Spawn)>,
     next_client: EntityId,
     limit: RateLimit<A>,
     next_tick: Instant,
@@ -267,6 +304,7 @@ where
             queued,
             spawns: BTreeMap::new(),
             inputs: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
             timers_at: now,
             sending: false,
             stopped: false,
@@ -484,6 +522,7 @@ where
             let _ = self.server.reject(conn, DisconnectReason::ShuttingDown);
         }
         self.sessions.clear();
+        self.awaiting.clear();
         // Every applied tick is durable; only Disconnects are queued.
         self.sending = !self.stopped;
     }
@@ -523,7 +562,7 @@ where
     }
 
     fn on_connect(&mut self, conn: ConnId, from: &A, token: &[u8]) {
-        if self.sessions.len() >= self.config.server.max_connections {
+        if self.sessions.len() + self.awaiting.len() >= self.config.server.max_connections {
             self.refuse(Refusal::Full, 1);
             let _ = self.server.reject(conn, DisconnectReason::ServerFull);
             return;
@@ -538,20 +577,29 @@ where
             let _ = self.server.reject(conn, DisconnectReason::TokenRejected);
             return;
         }
+        // Held by a client of this node (connected, joining or taking over).
+        let held = |node: &Self, id: EntityId| {
+            node.sessions.contains_key(&id)
+                || node.spawns.contains_key(&id)
+                || node.awaiting.contains_key(&id)
+        };
         let busy = |node: &Self, id: EntityId| {
             node.world.entity(id).is_some()
-                || node.sessions.contains_key(&id)
-                || node.spawns.contains_key(&id)
+                || held(node, id)
                 || node.queued.iter().any(|c| c.entity() == id)
         };
-        let id = match hello.claims {
-            // A keyed client acts for the entity its token names, and for no
-            // other: an NPC's id, or one another client holds, is refused
-            // rather than swapped for a free one.
-            Some(claims) => {
-                let id = claims.client_id;
-                if id < self.config.first_client_id || busy(self, id) {
-                    warn!(%conn, ?from, entity = id, "token's client id is an NPC's or in use");
+        // A client with an identity — a keyed client its token's client id,
+        // an unkeyed one the entity of its name — acts for that entity and
+        // for no other: an NPC's id, or one a client of this node holds, is
+        // refused rather than swapped for a free one.
+        let identity = match hello.claims {
+            Some(claims) => Some(claims.client_id),
+            None => name_entity(token),
+        };
+        let id = match identity {
+            Some(id) => {
+                if id < self.config.first_client_id || held(self, id) {
+                    warn!(%conn, ?from, entity = id, "the client's entity is an NPC's or held by another client of this node");
                     self.refuse(Refusal::Token, 1);
                     let _ = self.server.reject(conn, DisconnectReason::TokenRejected);
                     return;
@@ -571,21 +619,61 @@ where
         let mut spawn = self.rules.spawn(&self.world, id, &hello);
         // The entity is the node's choice, whatever the rules wrote.
         spawn.id = id;
+        let despawning = self
+            .queued
+            .iter()
+            .any(|c| matches!(c, Command::Despawn { id: d } if *d == id));
+        if self.world.entity(id).is_some() || despawning {
+            // The identity's entity is alive with no client here (its node
+            // died, or its client is on another node): the client takes it
+            // back. The protocol starts a connection from an empty view, so
+            // the entity is despawned first and spawned again once gone;
+            // the client's view then starts with Enter events. A client of
+            // another node that held it sees its entity go and is told
+            // `kicked` there.
+            if !despawning {
+                self.queued.push(Command::Despawn { id });
+            }
+            self.awaiting.insert(id, (conn, spawn));
+            info!(%conn, ?from, entity = id, "client takes its entity back: despawned, then spawned again");
+            return;
+        }
+        if self.accept_spawn(conn, spawn) {
+            info!(%conn, ?from, entity = id, "client joined");
+        }
+    }
+
+    /// Accepts a connection for `spawn.id`, spawned in the next tick.
+    fn accept_spawn(&mut self, conn: ConnId, spawn: Spawn) -> bool {
+        let id = spawn.id;
         if let Err(e) = self.server.accept(conn, &spawn, self.rules.client_limits()) {
             warn!(%conn, "cannot accept: {e}");
-            return;
+            self.forget(id, DisconnectReason::Closed);
+            return false;
         }
         self.spawns.insert(id, spawn);
         self.sessions.insert(
             id,
             Session {
                 conn,
+                alive: false,
                 seen_foreign: 0,
                 seen_dropped: 0,
             },
         );
         self.stats.connections += 1;
-        info!(%conn, ?from, entity = id, "client joined");
+        true
+    }
+
+    /// Tells the rules a client whose entity this node will not despawn
+    /// (it never spawned for this client, or another took it) has gone;
+    /// what they push for other entities is queued.
+    fn forget(&mut self, entity: EntityId, reason: DisconnectReason) {
+        self.scratch.clear();
+        self.rules
+            .left(&self.world, entity, reason, &mut self.scratch);
+        self.queued
+            .extend(self.scratch.drain(..).filter(|c| c.entity() != entity));
     }
 
     /// The input [`ServerEvent::Input`] announced: its commands are the
@@ -623,7 +711,15 @@ where
 
     fn on_disconnect(&mut self, conn: ConnId, entity: Option<EntityId>, reason: DisconnectReason) {
         debug!(%conn, ?entity, ?reason, "disconnected");
-        let Some(e) = entity else { return };
+        let Some(e) = entity else {
+            // A client that was waiting to take its entity back.
+            let waiting = self.awaiting.iter().find(|(_, (c, _))| *c == conn);
+            if let Some(id) = waiting.map(|(id, _)| *id) {
+                self.awaiting.remove(&id);
+                self.forget(id, reason);
+            }
+            return;
+        };
         if self.sessions.get(&e).is_none_or(|s| s.conn != conn) {
             return;
         }
@@ -693,7 +789,9 @@ where
                 break;
             };
             match self.sessions.get(entity) {
-                Some(s) if *command == CommandKind::Spawn => {
+                // (A session whose entity is alive already is not concerned:
+                // another node spawned the same entity again, too late.)
+                Some(s) if *command == CommandKind::Spawn && !s.alive => {
                     warn!(
                         entity,
                         reason = reason.as_str(),
@@ -726,15 +824,40 @@ where
             self.refuse(Refusal::Full, 1);
             let _ = self.server.reject(conn, DisconnectReason::ServerFull);
             // The rules forget the client; its entity never existed.
-            self.scratch.clear();
-            self.rules.left(
-                &self.world,
-                entity,
-                DisconnectReason::ServerFull,
-                &mut self.scratch,
-            );
-            self.queued
-                .extend(self.scratch.drain(..).filter(|c| c.entity() != entity));
+            self.forget(entity, DisconnectReason::ServerFull);
+        }
+        // A client's entity gone without this node despawning it: another
+        // node's client with the same identity took it over.
+        let mut taken = Vec::new();
+        for (&id, s) in &mut self.sessions {
+            if self.world.entity(id).is_some() {
+                s.alive = true;
+            } else if s.alive {
+                taken.push((id, s.conn));
+            }
+        }
+        for (entity, conn) in taken {
+            info!(%conn, entity, "the client's entity was taken over by a client of another node: connection closed");
+            self.sessions.remove(&entity);
+            self.inputs.remove(&entity);
+            let _ = self.server.reject(conn, DisconnectReason::Kicked);
+            self.forget(entity, DisconnectReason::Kicked);
+        }
+        // Clients taking their entity back, once it is gone from the world.
+        let ready: Vec<EntityId> = self
+            .awaiting
+            .keys()
+            .copied()
+            .filter(|&id| {
+                self.world.entity(id).is_none() && !self.queued.iter().any(|c| c.entity() == id)
+            })
+            .collect();
+        for id in ready {
+            if let Some((conn, spawn)) = self.awaiting.remove(&id) {
+                if self.accept_spawn(conn, spawn) {
+                    info!(%conn, entity = id, "client joined, taking its entity back");
+                }
+            }
         }
         // Per-connection protocol counters: spoofed commands and dropped datagrams.
         let (mut foreign, mut dropped) = (0, 0);

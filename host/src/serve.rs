@@ -335,7 +335,7 @@ fn secure(
     unix_secs_at_zero: u64,
 ) -> Result<(), ServeError> {
     let Some(key) = key else {
-        warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect and read every view (use a key outside development)");
+        warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect and read every view, and a client's name (its Hello token) is its unchecked claim to an entity: anyone who knows a name can claim it (use a key outside development)");
         return Ok(());
     };
     let id = lockgrid_protocol::token::DEFAULT_PROTOCOL_ID;

@@ -1,12 +1,17 @@
 //! `lockgrid bots --server A,B` spreads its clients over the nodes of a
-//! cluster and moves a client to the other node when its own is killed.
+//! cluster and moves a client to the other node when its own is killed;
+//! the moved clients get their entities back.
 
 mod cluster_common;
 
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cluster_common::*;
+use lockgrid_host::journal::JournalReader;
+use lockgrid_host::node::CLIENT_ID_BASE;
+use lockgrid_kernel::Command as KernelCommand;
 
 #[test]
 fn bots_spread_over_nodes_and_move_when_one_dies() {
@@ -70,6 +75,23 @@ fn bots_spread_over_nodes_and_move_when_one_dies() {
     let folder = export.to_str().unwrap();
     let (ok, out, err) = lockgrid(&["replay", &world, "--export", folder]);
     assert!(ok, "{out}{err}");
+    // Without a key each bot has a name, so a bot that moved got its
+    // entity back: six client entities in all, and those of the killed
+    // node's bots spawned a second time (after their despawn) by the survivor.
+    let mut reader = JournalReader::open(&export.join("journal.lgj")).expect("exported journal");
+    let mut spawns: BTreeMap<u64, u32> = BTreeMap::new();
+    while let Some(r) = reader.next_record().expect("exported journal reads") {
+        for c in &r.commands {
+            if let KernelCommand::Spawn(s) = c {
+                if s.id >= CLIENT_ID_BASE {
+                    *spawns.entry(s.id).or_default() += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(spawns.len(), 6, "client entities spawned: {spawns:?}");
+    let again = spawns.values().filter(|&&n| n >= 2).count();
+    assert!(again >= 3, "entities taken back: {spawns:?}");
     let (ok, from_stream, err) = lockgrid(&["replay", &world, "--events"]);
     assert!(ok, "replay --events of the stream fails: {err}");
     let (ok, from_folder, err) = lockgrid(&["replay", folder, "--events"]);

@@ -8,7 +8,8 @@
 //! the same digest as the stream for every tick; `replay nats://… --verify`
 //! passes; no move a client saw acknowledged is missing from the stream;
 //! every client's final view is the kernel's view of its entity re-derived
-//! from the stream.
+//! from the stream. The clients have names and no key: a client of the
+//! killed node gets its entity back on the node it moves to.
 
 mod cluster_common;
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use cluster_common::*;
 use lockgrid_host::journal::JournalReader;
+use lockgrid_host::node::name_entity;
 use lockgrid_kernel::{Command, World};
 
 #[test]
@@ -42,7 +44,14 @@ fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
     let addrs: Vec<_> = nodes.iter().map(|n| n.addr).collect();
     let epoch = StdInstant::now();
     let mut walkers: Vec<Walker> = (0..12)
-        .map(|i| Walker::new(addrs.clone(), i % 3, epoch))
+        .map(|i| {
+            Walker::named(
+                addrs.clone(),
+                i % 3,
+                epoch,
+                format!("walker-{i}").as_bytes(),
+            )
+        })
         .collect();
 
     let mut killed_node: Option<(usize, StdInstant)> = None;
@@ -91,7 +100,33 @@ fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
         "failover: a new leader appended {:.0} ms after the kill",
         gap.as_secs_f64() * 1e3
     );
-    let sessions: Vec<Session> = walkers.into_iter().flat_map(Walker::finish).collect();
+    // A name has one entity on every node: each walker's connections all
+    // acted for it, those of the killed node's walkers included.
+    let mut sessions: Vec<Session> = Vec::new();
+    let mut came_back = 0;
+    for w in walkers {
+        let want = name_entity(&w.name);
+        let name = String::from_utf8_lossy(&w.name).into_owned();
+        let mine = w.finish();
+        for s in &mine {
+            assert_eq!(
+                Some(s.entity),
+                want,
+                "{name} acted for another entity on node {}",
+                s.node
+            );
+        }
+        let nodes: Vec<usize> = mine.iter().map(|s| s.node).collect();
+        if nodes.contains(&dead) && nodes.last() != Some(&dead) {
+            came_back += 1;
+        }
+        eprintln!("{name}: connections on nodes {nodes:?}");
+        sessions.extend(mine);
+    }
+    assert!(
+        came_back >= 1,
+        "no client of the killed node ended on another node"
+    );
 
     // The survivors never gave up; stop them (by pid) so that their
     // digest files and the stream end together.

@@ -13,11 +13,12 @@ use lockgrid_kernel::Command;
 use lockgrid_protocol::{Client, ClientConfig, ClientState, Instant};
 use serve_common::{interrupt, replay_verify, start_serve, wait_bounded, Driven};
 
+/// A client without a name (an empty token): a new entity each connection.
 fn connect(server: SocketAddr) -> Driven {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket.set_nonblocking(true).expect("nonblocking");
     let client =
-        Client::new(ClientConfig::default(), server, b"t", 1, Instant::ZERO).expect("client");
+        Client::new(ClientConfig::default(), server, b"", 1, Instant::ZERO).expect("client");
     let mut d = Driven {
         refused: Vec::new(),
         socket,

@@ -170,11 +170,21 @@ pub(super) fn generate_load(
     let servers: Vec<SocketAddr> = std::iter::once(opts.server)
         .chain(opts.more_servers.iter().copied())
         .collect();
+    // Without a key, each bot says Hello with a name of its own, drawn
+    // once per bot per run: a bot that moves to another node names itself
+    // again and gets its entity back there.
+    let names: Vec<Vec<u8>> = (0..opts.clients)
+        .map(|i| {
+            let r = getrandom::u64()
+                .unwrap_or_else(|_| mix(opts.seed ^ mix(i as u64) ^ now.as_micros()));
+            format!("bot-{r:016x}").into_bytes()
+        })
+        .collect();
     let open = |i: usize, server: SocketAddr, now: Instant| {
         let socket = UdpSocket::bind(bind).map_err(BotsError::Socket)?;
         socket.set_nonblocking(true).map_err(BotsError::Socket)?;
         // With the server's key, each client carries a token naming its own
-        // entity; without one, the server picks the entity.
+        // entity; without one, its name does.
         let client = match &opts.key {
             Some(key) => {
                 let token =
@@ -187,13 +197,7 @@ pub(super) fn generate_load(
                 // must not take a late Welcome of the earlier run.
                 let nonce = getrandom::u64()
                     .unwrap_or_else(|_| mix(opts.seed ^ i as u64 ^ now.as_micros()));
-                Client::new(
-                    ClientConfig::default(),
-                    server,
-                    b"lockgrid-bots",
-                    nonce,
-                    now,
-                )
+                Client::new(ClientConfig::default(), server, &names[i], nonce, now)
             }
         }
         .map_err(|e| BotsError::Options(e.to_string()))?;
@@ -317,7 +321,7 @@ pub(super) fn generate_load(
         }
         if servers.len() > 1 && close_from.is_none() {
             // A client whose server went silent or closed it starts again on
-            // the next one, as a new entity.
+            // the next one, with its name or token: its entity back.
             for (i, b) in bots.iter_mut().enumerate() {
                 if !b.closing && (b.ended.is_some() || now - b.heard >= opts.server_silence) {
                     b.server = (b.server + 1) % servers.len();

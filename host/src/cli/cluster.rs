@@ -1,5 +1,6 @@
 //! `lockgrid serve --cluster URLS --world NAME`: the node as a member of a cluster.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use lockgrid_host::cluster::export::{export as export_world, parse_address};
 use lockgrid_host::cluster::{serve_cluster, ClusterOptions};
+use lockgrid_host::metrics::{MetricsEndpoint, ServeMetrics};
 use lockgrid_host::serve::ServeOptions;
 
 use super::Failure;
@@ -14,7 +16,12 @@ use super::Failure;
 /// How long a leader's lease lasts unrenewed: the failover gap's main part.
 const LEASE_TIME: Duration = Duration::from_millis(1000);
 
-pub(crate) fn serve(opts: ServeOptions, urls: &str, world: &str) -> Result<(), Failure> {
+pub(crate) fn serve(
+    mut opts: ServeOptions,
+    urls: &str,
+    world: &str,
+    metrics: Option<SocketAddr>,
+) -> Result<(), Failure> {
     let urls: Vec<String> = urls
         .split(',')
         .map(|u| u.trim().to_owned())
@@ -23,6 +30,15 @@ pub(crate) fn serve(opts: ServeOptions, urls: &str, world: &str) -> Result<(), F
     if urls.is_empty() {
         return Err(Failure::new("--cluster needs at least one nats:// URL"));
     }
+    // The single node's metrics and the cluster's own.
+    opts.metrics = ServeMetrics::for_cluster();
+    let endpoint = match metrics {
+        Some(addr) => Some(
+            MetricsEndpoint::start(addr, opts.metrics.clone())
+                .map_err(|e| Failure::new(format_args!("--metrics {addr}: {e}")))?,
+        ),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
@@ -38,6 +54,12 @@ pub(crate) fn serve(opts: ServeOptions, urls: &str, world: &str) -> Result<(), F
             "lockgrid serve: listening on {addr}, world {world} on NATS, reports in {}",
             data_dir.display()
         );
+        if let Some(endpoint) = &endpoint {
+            println!(
+                "lockgrid serve: metrics on http://{}/metrics",
+                endpoint.addr()
+            );
+        }
         let _ = std::io::Write::flush(&mut std::io::stdout());
     })
     .map_err(|e| Failure::new(format_args!("serve --cluster (world {world}): {e}")))?;

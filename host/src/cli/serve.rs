@@ -397,12 +397,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let cluster = args.cluster.clone().zip(args.world.clone());
     let (opts, metrics_addr) = options(args)?;
     if let Some((urls, world)) = cluster {
-        if metrics_addr.is_some() {
-            return Err(Failure::new(
-                "--metrics is not served by a cluster node yet; leave it out with --cluster",
-            ));
-        }
-        return super::cluster::serve(opts, &urls, &world);
+        return super::cluster::serve(opts, &urls, &world, metrics_addr);
     }
     let endpoint = match metrics_addr {
         Some(addr) => Some(

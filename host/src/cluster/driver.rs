@@ -49,7 +49,8 @@ use super::storage::StreamStorage;
 use super::ClusterError;
 use crate::journal::format::{payload_len, MAX_PAYLOAD};
 use crate::journal::Record;
-use crate::node::{Node, NodeConfig, CLIENT_ID_BASE};
+use crate::metrics::{ClusterFigures, ServeMetrics};
+use crate::node::{Node, NodeConfig, NodeStats, CLIENT_ID_BASE};
 use crate::serve::{DefaultRules, ServeOptions};
 use crate::store::{decode_snapshot, encode_snapshot};
 
@@ -138,6 +139,8 @@ impl Clock {
 /// A batch of this node's that no applied record has named yet.
 struct InFlight {
     seq: u64,
+    /// Sent to the leader over NATS at least once.
+    forwarded: bool,
     bytes: Bytes,
     commands: Vec<Command>,
     resend_at: std::time::Instant,
@@ -201,6 +204,14 @@ struct Member {
     data_dir: PathBuf,
     summary: ClusterSummary,
     outcome_tx: mpsc::Sender<(u64, bool)>,
+    metrics: ServeMetrics,
+    /// The node's counters as the metrics last saw them.
+    counted: NodeStats,
+    /// The last tick this node appended.
+    appended_tick: u64,
+    batches_forwarded: u64,
+    commands_forwarded: u64,
+    batches_taken: u64,
 }
 
 /// What the stream's consumer gave.
@@ -364,6 +375,12 @@ async fn run(
             ..ClusterSummary::default()
         },
         outcome_tx,
+        metrics: opts.metrics.clone(),
+        counted: NodeStats::default(),
+        appended_tick: 0,
+        batches_forwarded: 0,
+        commands_forwarded: 0,
+        batches_taken: 0,
     };
     let mut consumer = Some(m.log.consume(start_tick + 1).await?);
     // Catch up before taking clients.
@@ -399,7 +416,7 @@ async fn run(
                 unix_secs_at_zero,
             ))
             .map_err(ClusterError::Node)?,
-        None => warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect"),
+        None => warn!("no --key: connections are unauthenticated and unencrypted; anyone who can reach {local} can connect, and a client's name (its Hello token) is its unchecked claim to an entity on every node: anyone who knows a name can claim it (use a key in production)"),
     }
     info!(addr = %local, tick = m.node.world().tick(), "serving");
     on_ready(local);
@@ -719,6 +736,7 @@ impl Member {
             })?,
             None => Vec::new(),
         };
+        let began = std::time::Instant::now();
         let report = self.node.step_commands(&record.commands);
         if report.digest != record.digest {
             self.node.stop();
@@ -732,6 +750,7 @@ impl Member {
         }
         self.summary.followed += 1;
         self.commit(&report, &batches);
+        self.record_metrics(Some(began.elapsed()));
         Ok(())
     }
 
@@ -812,6 +831,7 @@ impl Member {
         let seq = batch.seq;
         self.in_flight.push_back(InFlight {
             seq,
+            forwarded: false,
             bytes,
             commands: batch.commands,
             resend_at: std::time::Instant::now(),
@@ -831,6 +851,11 @@ impl Member {
             return;
         }
         f.resend_at = std::time::Instant::now() + Duration::from_millis(500);
+        self.batches_forwarded += 1;
+        if !f.forwarded {
+            f.forwarded = true;
+            self.commands_forwarded += f.commands.len() as u64;
+        }
         let client = self.log.client.clone();
         let subject = self.log.names.input.clone();
         let tx = self.outcome_tx.clone();
@@ -906,6 +931,7 @@ impl Member {
     /// Appends the next tick. `Ok(false)`: the append failed or lost, this
     /// node no longer leads and its world was rebuilt from the stream.
     async fn propose(&mut self) -> Result<bool, ClusterError> {
+        let began = std::time::Instant::now();
         let tick = self.node.world().tick() + 1;
         let mut commands = self.node.server_commands(tick);
         let mut taken = Vec::new();
@@ -929,14 +955,23 @@ impl Member {
                 taken.push((slot, next - 1));
             }
         }
+        let others: u64 = taken
+            .iter()
+            .filter(|(slot, _)| *slot != self.slot)
+            .map(|&(slot, last)| last - self.included.get(&slot).copied().unwrap_or(0))
+            .sum();
         let report = self.node.step_commands(&commands);
         let bytes = encode_tick(tick, &commands, report.digest);
         let header = encode_batches(&taken);
+        let appending = std::time::Instant::now();
         let outcome = self.log.append(tick, bytes.clone(), &header).await;
+        self.metrics.record_append(appending.elapsed());
         match outcome {
             Ok(Appended::Taken) => {
                 self.appended = Some((tick, Bytes::from(bytes)));
                 self.summary.appended += 1;
+                self.appended_tick = tick;
+                self.batches_taken += others;
                 if let Some(lead) = &mut self.lead {
                     if !lead.announced {
                         lead.announced = true;
@@ -947,6 +982,7 @@ impl Member {
                 if self.snapshot_every > 0 && tick.is_multiple_of(self.snapshot_every) {
                     self.snapshot();
                 }
+                self.record_metrics(Some(began.elapsed()));
                 Ok(true)
             }
             Ok(Appended::Lost) => {
@@ -981,12 +1017,17 @@ impl Member {
             }
         };
         let log = self.log.clone();
+        let metrics = self.metrics.clone();
         tokio::spawn(async move {
-            if let Err(e) = log.put_snapshot(tick, bytes, KEEP_SNAPSHOTS).await {
-                warn!(
-                    tick,
-                    "cannot store a snapshot ({e}); the next snapshot tick tries again"
-                );
+            match log.put_snapshot(tick, bytes, KEEP_SNAPSHOTS).await {
+                Ok(()) => metrics.record_snapshot(true),
+                Err(e) => {
+                    metrics.record_snapshot(false);
+                    warn!(
+                        tick,
+                        "cannot store a snapshot ({e}); the next snapshot tick tries again"
+                    );
+                }
             }
         });
     }
@@ -1156,7 +1197,35 @@ impl Member {
         }
         let t = self.clock.now();
         self.node.handle_timers(t);
+        self.record_metrics(None);
         Ok(())
+    }
+
+    /// Hands the node's counters and the cluster's figures to the metrics;
+    /// `took`: the work of a tick just applied or appended.
+    fn record_metrics(&mut self, took: Option<Duration>) {
+        let now = self.node.stats();
+        let before = std::mem::replace(&mut self.counted, now);
+        let entities = self.node.world().len();
+        match took {
+            Some(t) => {
+                self.metrics
+                    .record_tick(t, t > self.interval, &before, &self.counted, entities)
+            }
+            None => self.metrics.record_node(&before, &self.counted, entities),
+        }
+        self.metrics.record_cluster(&ClusterFigures {
+            leading: self.lead.is_some(),
+            appended_tick: self.appended_tick,
+            applied_tick: self.node.world().tick(),
+            appended: self.summary.appended,
+            followed: self.summary.followed,
+            leads: self.summary.leads,
+            lost_appends: self.summary.lost_appends,
+            batches_forwarded: self.batches_forwarded,
+            commands_forwarded: self.commands_forwarded,
+            batches_taken: self.batches_taken,
+        });
     }
 
     /// Sends every datagram the node releases.

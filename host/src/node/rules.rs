@@ -8,9 +8,11 @@ use lockgrid_protocol::{ClientLimits, DisconnectReason, InputRefusal, Instant, T
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct ClientHello<'a> {
-    /// The Hello's token bytes as sent: without a key, whatever the client
-    /// chose to put there (an account name, a session ticket); with a key,
-    /// the sealed connect token the protocol has already opened.
+    /// The Hello's token bytes as sent: without a key, the client's
+    /// self-chosen, unauthenticated name (its entity is
+    /// [`name_entity`](super::name_entity) of it; empty: a new entity each
+    /// connection); with a key, the sealed connect token the protocol has
+    /// already opened.
     pub token: &'a [u8],
     /// With a key, what the connect token said: its `client_id` is the
     /// entity the client acts for (the node refuses an NPC's id or one in
@@ -180,9 +182,13 @@ pub trait Rules {
     fn admit(&mut self, world: &World, hello: &ClientHello<'_>) -> Result<(), Refusal>;
 
     /// The spawn of an admitted client's entity, which gets id `entity`
-    /// (the connect token's client id with a key, else chosen by the node);
-    /// `hello` is the one [`admit`](Self::admit) accepted (an account, a
-    /// saved position in the user data). It is applied in the next tick.
+    /// (the connect token's client id with a key, else the entity of the
+    /// client's name, else chosen by the node); `hello` is the one
+    /// [`admit`](Self::admit) accepted (an account, a saved position in the
+    /// user data). It is applied in the next tick — or, when `entity` is
+    /// still alive in `world` (the client takes back an entity no client of
+    /// this node holds: its node died, or it moved), once the node has
+    /// despawned it, so that the client's view starts fresh.
     fn spawn(&mut self, world: &World, entity: EntityId, hello: &ClientHello<'_>) -> Spawn;
 
     /// The limits a client's inputs are checked against, as its Welcome

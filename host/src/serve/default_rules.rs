@@ -15,7 +15,9 @@ use crate::node::{ClientHello, ClientInput, Refusal, Rules};
 /// Today's game rules of `lockgrid serve`, as a [`Rules`] implementation.
 ///
 /// - every Hello is admitted (there is no authentication);
-/// - a client's entity spawns as an observer at [`spawn_point`](super::rules::spawn_point);
+/// - a client's entity spawns as an observer at [`spawn_point`](super::rules::spawn_point),
+///   or where it is when the client takes it back (its name's or token's
+///   entity is alive: it is spawned again for the client's fresh view);
 /// - a client may only move its own entity, inside the world, at a speed
 ///   in `0..=max_speed`, within its [`Allowance`]: the max speed's
 ///   distance and [`MOVES_PER_TICK`](super::rules::MOVES_PER_TICK) moves
@@ -79,7 +81,11 @@ impl Rules for DefaultRules {
     }
 
     fn spawn(&mut self, world: &World, entity: EntityId, _hello: &ClientHello<'_>) -> Spawn {
-        let spawn = client_spawn(world.config(), entity);
+        // A client taking its entity back finds it where it was.
+        let mut spawn = client_spawn(world.config(), entity);
+        if let Some(e) = world.entity(entity) {
+            spawn.pos = e.pos;
+        }
         self.allowances.insert(entity, Allowance::new(spawn.pos));
         spawn
     }

@@ -13,7 +13,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
-use lockgrid_host::serve::rules::spawn_point;
 use lockgrid_kernel::{Fix, Move, Pos};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientEvent, DisconnectReason, Instant, WorldParams,
@@ -317,8 +316,11 @@ pub struct Session {
 }
 
 /// A protocol client walking back and forth; on a silent node (no
-/// datagram for `silence`) it connects to the next node, as a new entity.
+/// datagram for `silence`) it connects to the next node: as a new entity
+/// without a name, with its entity back with one.
 pub struct Walker {
+    /// The name it says Hello with (empty: none).
+    pub name: Vec<u8>,
     nodes: Vec<SocketAddr>,
     node: usize,
     socket: UdpSocket,
@@ -344,8 +346,14 @@ pub struct Walker {
 
 impl Walker {
     pub fn new(nodes: Vec<SocketAddr>, node: usize, epoch: StdInstant) -> Walker {
-        let (socket, client) = connect(nodes[node], epoch);
+        Walker::named(nodes, node, epoch, b"")
+    }
+
+    /// A walker saying Hello with `name`.
+    pub fn named(nodes: Vec<SocketAddr>, node: usize, epoch: StdInstant, name: &[u8]) -> Walker {
+        let (socket, client) = connect(nodes[node], epoch, name);
         Walker {
+            name: name.to_vec(),
             nodes,
             node,
             socket,
@@ -399,7 +407,7 @@ impl Walker {
             });
         }
         self.node = (self.node + 1) % self.nodes.len();
-        let (socket, client) = connect(self.nodes[self.node], self.epoch);
+        let (socket, client) = connect(self.nodes[self.node], self.epoch, &self.name);
         self.socket = socket;
         self.client = client;
         self.params = None;
@@ -429,7 +437,9 @@ impl Walker {
                 ClientEvent::Connected(w) => {
                     self.params = Some(w.world);
                     self.entity = Some(w.entity);
-                    self.pos = spawn_point(&w.world, w.entity);
+                    // Its spawn point, or where it was when it takes its
+                    // entity back.
+                    self.pos = w.spawn.pos;
                 }
                 ClientEvent::Disconnected { reason } => {
                     self.goodbyes.push((StdInstant::now(), reason));
@@ -511,14 +521,14 @@ impl Walker {
     }
 }
 
-fn connect(server: SocketAddr, epoch: StdInstant) -> (UdpSocket, Client<SocketAddr>) {
+fn connect(server: SocketAddr, epoch: StdInstant, name: &[u8]) -> (UdpSocket, Client<SocketAddr>) {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("client socket");
     socket.set_nonblocking(true).unwrap();
     let now = Instant::from_micros(epoch.elapsed().as_micros() as u64);
     // A fresh socket per connection; the nonce need only differ per run.
     let nonce = now.as_micros() ^ u64::from(socket.local_addr().map_or(0, |a| a.port()));
     let client =
-        Client::new(ClientConfig::default(), server, b"", nonce, now).expect("client config");
+        Client::new(ClientConfig::default(), server, name, nonce, now).expect("client config");
     (socket, client)
 }
 
