@@ -53,7 +53,7 @@ use crate::view::Views;
 const NOT_SWEPT: u64 = u64::MAX;
 
 /// The high bit of a change: set when the subject entered.
-const ENTERED: u32 = 1 << 31;
+pub(crate) const ENTERED: u32 = 1 << 31;
 
 /// Changes found per entity before a sweep gives up (the views are then
 /// rebuilt): the uniform walk makes about five per observer, and one in
@@ -195,6 +195,19 @@ impl Sweep {
     #[inline]
     pub(crate) fn keeps(&self, slot: u32) -> bool {
         self.active && self.enter2[slot as usize] != NOT_SWEPT
+    }
+
+    /// The changes found for the view of the observer at `slot`, as
+    /// found (not yet sorted); empty unless it [`Sweep::keeps`] it.
+    #[inline]
+    pub(crate) fn changes_of(&self, slot: u32) -> &[u32] {
+        let (Some(&from), Some(&to)) = (self.at.get(slot as usize), self.at.get(slot as usize + 1))
+        else {
+            return &[];
+        };
+        self.by_observer
+            .get(from as usize..to as usize)
+            .unwrap_or(&[])
     }
 
     /// Finds every sweepable observer's changes for tick `t` (see the
@@ -670,7 +683,7 @@ fn square(a: i64, b: i64) -> u64 {
 /// compared with the next change's key only (one branch, nearly always
 /// taken) and copied while below it.
 #[inline(always)]
-fn merge(
+pub(crate) fn merge(
     old: &[u32],
     gone: &[u32],
     entered: &[u32],

@@ -140,6 +140,51 @@ impl Views {
         self.cap[vi] = n;
     }
 
+    /// The whole store, taken out for a split pass (`world/split.rs`):
+    /// the views' starts and lengths stay readable, the entries do not
+    /// until [`Views::put_store`].
+    pub(crate) fn take_store(&mut self) -> Vec<u32> {
+        core::mem::take(&mut self.store)
+    }
+
+    pub(crate) fn put_store(&mut self, store: Vec<u32>) {
+        self.store = store;
+    }
+
+    /// Where a view's entries lie in the store: start and length.
+    #[inline]
+    pub(crate) fn span(&self, v: u32) -> (usize, usize) {
+        (
+            self.start[v as usize] as usize,
+            self.len[v as usize] as usize,
+        )
+    }
+
+    /// The start of the front half and the length of a half.
+    pub(crate) fn halves(&self) -> (usize, usize) {
+        (self.front as usize, self.half as usize)
+    }
+
+    /// The write cursor of the pass under way.
+    pub(crate) fn cursor(&self) -> Option<u32> {
+        self.pass
+    }
+
+    /// Moves the write cursor of the pass under way to `at`.
+    pub(crate) fn set_cursor(&mut self, at: u32) {
+        if self.pass.is_some() {
+            self.pass = Some(at);
+        }
+    }
+
+    /// Records that a split pass wrote view `v`'s `len` new entries at
+    /// `start`, as [`Views::rewrite`] would have.
+    pub(crate) fn place(&mut self, v: u32, start: u32, len: u32) {
+        self.start[v as usize] = start;
+        self.set_len(v, len);
+        self.cap[v as usize] = len;
+    }
+
     /// Rewrites a view as it is: in a pass, every live view is rewritten.
     /// Outside a pass, does nothing.
     pub(crate) fn keep(&mut self, v: u32) {

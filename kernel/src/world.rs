@@ -40,6 +40,7 @@ mod culled;
 mod incremental;
 mod query;
 mod renumber;
+mod split;
 use incremental::{Changed, Dues, PairMarks, PairScene};
 pub use query::BufferTooSmall;
 
@@ -299,6 +300,8 @@ pub struct World {
     stamps: Stamps,
     /// Busy radius-mode ticks: views kept from the pairs that crossed.
     sweep: Sweep,
+    /// The buffers of a pass over every view split into tasks.
+    split: split::Split,
     /// Subjects whose update is due this tick.
     due: SlotBits,
     /// The slots live observers hold, so that every observer's record can
@@ -410,6 +413,7 @@ impl World {
                 rebuild: vec![0; n],
             },
             sweep: Sweep::new(&config, slots),
+            split: split::Split::default(),
             due: SlotBits::new(slots),
             observer_slots: SlotBits::new(slots),
             marks: ViewMarks::new(slots),
@@ -525,7 +529,9 @@ impl World {
     /// entity for each task), so call it once, after construction, not
     /// between ticks that must not allocate.
     pub fn reserve_width(&mut self, width: usize) -> usize {
-        self.sweep.reserve_width(width)
+        let c = &self.config;
+        self.split = split::Split::new(width, c.max_entities, c.max_observers, c.max_view);
+        self.sweep.reserve_width(width).min(self.split.width())
     }
 
     /// [`World::step`]'s body.
@@ -689,9 +695,14 @@ impl World {
             if view_write == ViewWrite::Stream {
                 self.views.begin_pass();
             }
-            for k in 0..self.by_id.len() {
-                let slot = self.by_id[k].1;
-                events += self.refresh_view(slot, t, sink);
+            match self.refresh_split(t, sink, fork) {
+                Some(n) => events += n,
+                None => {
+                    for k in 0..self.by_id.len() {
+                        let slot = self.by_id[k].1;
+                        events += self.refresh_view(slot, t, sink);
+                    }
+                }
             }
             self.views.end_pass();
         } else {

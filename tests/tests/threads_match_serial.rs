@@ -1,8 +1,11 @@
 //! A tick stepped with the host's threads (`World::step_with`) gives
 //! exactly the serial tick's events, in the same order, and digest, for
 //! every width from 1 to 4, with real threads and with a fork that runs
-//! its tasks backwards; and the split part (the radius-mode sweep) really
-//! runs in these scenarios.
+//! its tasks backwards; and the split parts (the radius-mode sweep, and
+//! the pass that refreshes every view, in both modes) really run in these
+//! scenarios.
+
+use std::cell::Cell;
 
 use lockgrid_host::threads::Threads;
 use lockgrid_kernel::coverage::Path;
@@ -25,9 +28,32 @@ impl Fork for Backwards {
     }
 }
 
+/// A fork that counts its joins: in grid mode every join is a split pass
+/// over the views (the sweep never runs there).
+struct Counted<F> {
+    fork: F,
+    joins: Cell<u64>,
+}
+
+impl<F: Fork> Fork for Counted<F> {
+    fn width(&self) -> usize {
+        self.fork.width()
+    }
+
+    fn join(&self, tasks: &mut [&mut (dyn FnMut() + Send)]) {
+        self.joins.set(self.joins.get() + 1);
+        self.fork.join(tasks);
+    }
+}
+
 /// Steps `s` serially and with `fork`, tick by tick; returns how many
-/// ticks the forked world swept.
-fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: &F, what: &str) -> u64 {
+/// ticks the forked world swept, and how many joins it made.
+fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: F, what: &str) -> (u64, u64) {
+    let fork = Counted {
+        fork,
+        joins: Cell::new(0),
+    };
+    let fork = &fork;
     let mut serial = World::new(s.config).expect("generated configs are valid");
     let mut forked = World::new(s.config).expect("generated configs are valid");
     assert_eq!(forked.reserve_width(4), 4);
@@ -49,7 +75,7 @@ fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: &F, what: &str) -> u64 {
         assert_eq!(b, a, "{what}: tick {} report", t + 1);
     }
     let counts = forked.path_counts().expect("debug builds count paths");
-    counts.get(Path::SweepSwept)
+    (counts.get(Path::SweepSwept), fork.joins.get())
 }
 
 fn scenarios() -> Vec<(String, gen::Scenario)> {
@@ -67,19 +93,35 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
         ));
     }
     all.push(("swarm".into(), gen::swarm(6, 20, Visibility::Radius)));
+    // Grid mode: views kept, walked and edited by their pairs in a split
+    // pass over every view.
+    for seed in [33, 34] {
+        all.push((
+            format!("dense walk {seed}, grid"),
+            gen::dense_walk(seed, 8, Visibility::Grid),
+        ));
+    }
+    all.push(("swarm, grid".into(), gen::swarm(7, 20, Visibility::Grid)));
     all
 }
 
 #[test]
 fn every_width_gives_the_serial_events_and_digests() {
     for width in 1..=4 {
-        let mut swept = 0;
+        let (mut swept, mut split) = (0, 0);
         for (what, s) in scenarios() {
-            swept += same_as_serial(&s, &Threads::new(width), &format!("{what}, width {width}"));
+            let (sweeps, joins) =
+                same_as_serial(&s, Threads::new(width), &format!("{what}, width {width}"));
+            swept += sweeps;
+            split += u64::from(what.ends_with("grid") && joins > 0);
         }
         assert!(
             swept > 0,
             "width {width}: no tick swept, the split is untested"
+        );
+        assert!(
+            width == 1 || split > 0,
+            "width {width}: no grid-mode pass was split"
         );
     }
 }
@@ -87,13 +129,20 @@ fn every_width_gives_the_serial_events_and_digests() {
 #[test]
 fn the_order_tasks_run_in_does_not_matter() {
     for width in 2..=4 {
-        let mut swept = 0;
+        let (mut swept, mut split) = (0, 0);
         for (what, s) in scenarios() {
-            swept += same_as_serial(&s, &Backwards(width), &format!("{what}, backwards {width}"));
+            let (sweeps, joins) =
+                same_as_serial(&s, Backwards(width), &format!("{what}, backwards {width}"));
+            swept += sweeps;
+            split += u64::from(what.ends_with("grid") && joins > 0);
         }
         assert!(
             swept > 0,
             "width {width}: no tick swept, the split is untested"
+        );
+        assert!(
+            width == 1 || split > 0,
+            "width {width}: no grid-mode pass was split"
         );
     }
 }

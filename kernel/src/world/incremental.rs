@@ -555,7 +555,7 @@ impl World {
 /// read in order first, the lines stream in ahead of the reads and the
 /// searches find them in cache (calm-10k grid: a fifth of the tick). The
 /// splice after the searches reads every line anyway.
-fn stream_in(view: &[u32]) -> &[u32] {
+pub(super) fn stream_in(view: &[u32]) -> &[u32] {
     core::hint::black_box(view.iter().fold(0, |a, &s| a ^ s));
     view
 }
@@ -563,7 +563,7 @@ fn stream_in(view: &[u32]) -> &[u32] {
 /// Writes `old` into `out` without the entries at the places in `remove`,
 /// and with each `(place, slot)` of `insert` put before `old[place]`. Both
 /// ascend; at equal places the insert goes first. Returns the length.
-fn splice(
+pub(super) fn splice(
     old: &[u32],
     out: &mut [u32],
     remove: impl Iterator<Item = usize>,

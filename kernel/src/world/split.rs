@@ -1,0 +1,490 @@
+//! A pass that refreshes every view, split into tasks by observer (see
+//! `fork.rs` and "Threads" in `docs/kernel-internals.md`).
+//!
+//! The live observers, in id order, are cut into one run per task. Each
+//! task writes its observers' new views one after another into its own
+//! range of the pass's half of the store (room for `max_view` entries per
+//! observer of its run, so ranges never meet), their events as compact
+//! records into a buffer of its own, and their terms into its own copy
+//! of the digest's sums of view pairs. The calling thread then goes
+//! through the observers in id order, places each view and hands its
+//! events to the sink, so the sink sees exactly the serial order; the
+//! sums are wrapping sums, so adding each task's difference gives the
+//! serial sums whatever the order.
+//!
+//! A task takes the paths that read only what the pass leaves alone: a
+//! view kept (and walked for its due subjects) and a view edited by the
+//! sweep's changes. Any other observer, and every one after a task's
+//! buffer ran short, is left to the calling thread, which refreshes it in
+//! turn as the serial pass does, into room the task left for it.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::incremental::{splice, stream_in};
+use super::{ObserverPath, World};
+use crate::command::EntityId;
+use crate::coverage::Path;
+use crate::digest::{DigestSums, PairHasher};
+use crate::event::{Event, EventSink};
+use crate::fork::{self, Fork, MAX_WIDTH};
+use crate::plan::Updates;
+use crate::subject_pairs::{unpack, PairKind};
+use crate::sweep::{merge, ENTERED};
+
+/// Event records a task may buffer, per entity of the world, shared out
+/// between the tasks: the uniform walk at the default throttle sends
+/// about 80 a tick (most of them Updates).
+const RECORDS_PER_ENTITY: usize = 96;
+
+/// Observers fewer than this per task are refreshed serially: the join
+/// would cost more than it saves.
+const MIN_RUN: usize = 64;
+
+/// The kind of a record, in its top two bits; the low bits are the
+/// subject's slot (below 2^23).
+const LEAVE: u32 = 0;
+const ENTER: u32 = 1 << 30;
+const UPDATE: u32 = 2 << 30;
+/// A Leave that names the slot's current id (pairs name subjects so).
+const LEAVE_NOW: u32 = 3 << 30;
+const KIND: u32 = 3 << 30;
+
+/// An observer left to the calling thread.
+const LEFT: u32 = u32::MAX;
+
+/// One task's buffers.
+pub(crate) struct Task {
+    /// Event records: `kind | subject slot`.
+    records: Vec<u32>,
+    /// One observer's changes from the sweep, sorted.
+    changes: Vec<u32>,
+    /// One observer's entered subjects' slots, ascending by id.
+    entered: Vec<u32>,
+    /// One observer's resolved pairs: (kind, subject id, slot).
+    group: Vec<(PairKind, EntityId, u32)>,
+    /// The digest's sums as this task leaves them.
+    sums: DigestSums,
+    /// Views kept and walked, views swept, views edited by their pairs.
+    walked: u64,
+    swept: u64,
+    edited: u64,
+    /// Where the task's next view goes in its range.
+    end: u32,
+}
+
+/// The split pass's buffers, made by [`World::reserve_width`].
+#[derive(Default)]
+pub(crate) struct Split {
+    tasks: Vec<Task>,
+    /// Per observer (by position in the pass): the end of its records in
+    /// its task's buffer, or [`LEFT`].
+    ends: Vec<u32>,
+    /// Per observer: where its new view starts and how long it is.
+    placed: Vec<(u32, u32)>,
+}
+
+impl Split {
+    /// Buffers for up to `width` tasks in a world of `max_entities`
+    /// entities, `max_observers` observers and views of up to `max_view`.
+    pub(crate) fn new(width: usize, max_entities: u32, max_observers: u32, max_view: u32) -> Self {
+        let width = width.min(MAX_WIDTH);
+        if width < 2 {
+            return Split::default();
+        }
+        let room = RECORDS_PER_ENTITY * max_entities as usize / width;
+        let group = 2 * max_view.min(max_entities) as usize + 2;
+        let task = || Task {
+            records: vec![0; room],
+            changes: vec![0; group],
+            entered: vec![0; group],
+            group: vec![(PairKind::Leave, 0, 0); group],
+            sums: DigestSums::default(),
+            walked: 0,
+            swept: 0,
+            edited: 0,
+            end: 0,
+        };
+        Split {
+            tasks: (0..width).map(|_| task()).collect(),
+            ends: vec![0; max_observers as usize],
+            placed: vec![(0, 0); max_observers as usize],
+        }
+    }
+
+    pub(crate) fn width(&self) -> usize {
+        self.tasks.len().max(1)
+    }
+}
+
+impl World {
+    /// Refreshes every view of the pass under way (`by_id` sorted) split
+    /// into `fork`'s tasks, sending the events to `sink` in the serial
+    /// order. Returns the event count, or `None`, having touched nothing,
+    /// where the pass is not split (one task, too few observers, margins
+    /// to keep).
+    pub(super) fn refresh_split<S: EventSink, F: Fork + ?Sized>(
+        &mut self,
+        t: u64,
+        sink: &mut S,
+        fork: &F,
+    ) -> Option<u64> {
+        let width = fork::width_of(fork, self.split.tasks.len());
+        let n = self.by_id.len();
+        let cursor = self.views.cursor()? as usize;
+        if width < 2 || n < width * MIN_RUN || n > self.split.ends.len() || self.margins.any() {
+            return None;
+        }
+        let max_view = self.config.max_view as usize;
+        let (front, half) = self.views.halves();
+        // Each run's range: room for `max_view` entries per observer.
+        let mut bounds = [n; MAX_WIDTH + 1];
+        bounds[0] = 0;
+        for (w, bound) in bounds.iter_mut().enumerate().take(width).skip(1) {
+            *bound = n * w / width;
+        }
+        let mut split = core::mem::take(&mut self.split);
+        let base = self.sums;
+        let mut store = self.views.take_store();
+        {
+            let (low, high) = store.split_at_mut(half);
+            let (old, mut back): (&[u32], &mut [u32]) = match front {
+                0 => (low, high),
+                _ => (high, low),
+            };
+            let back_start = half - front;
+            // The pass starts at the back half's start.
+            back = back.get_mut(cursor - back_start..).unwrap_or(&mut []);
+            let world = &*self;
+            let mut tasks = heapless::Vec::<_, MAX_WIDTH>::new();
+            let (mut ends, mut placed) = (&mut split.ends[..n], &mut split.placed[..n]);
+            let mut at = cursor;
+            for (w, task) in split.tasks.iter_mut().enumerate().take(width) {
+                let run = bounds[w]..bounds[w + 1];
+                let room = (run.len() * max_view).min(back.len());
+                let (range, rest) = core::mem::take(&mut back).split_at_mut(room);
+                back = rest;
+                let (e, rest_e) = core::mem::take(&mut ends).split_at_mut(run.len());
+                ends = rest_e;
+                let (p, rest_p) = core::mem::take(&mut placed).split_at_mut(run.len());
+                placed = rest_p;
+                let by_id = &world.by_id[run];
+                let start = at as u32;
+                at += room;
+                task.sums = base;
+                let job =
+                    move || world.refresh_run(t, by_id, (old, front), (range, start), e, p, task);
+                if tasks.push(job).is_err() {
+                    break;
+                }
+            }
+            let mut run = heapless::Vec::<&mut (dyn FnMut() + Send), MAX_WIDTH>::new();
+            for task in tasks.iter_mut() {
+                if run.push(task).is_err() {
+                    break;
+                }
+            }
+            fork.join(&mut run);
+        }
+        self.views.put_store(store);
+
+        // In id order: place each view and send its events, or refresh
+        // the observers left here into the room their task left them.
+        let mut events = 0u64;
+        let mut last_end = cursor as u32;
+        for (w, task) in split.tasks.iter().enumerate().take(width) {
+            let mut from = 0usize;
+            for k in bounds[w]..bounds[w + 1] {
+                let slot = self.by_id[k].1;
+                let (start, len) = split.placed[k];
+                if split.ends[k] == LEFT {
+                    self.views.set_cursor(start);
+                    events += self.refresh_view(slot, t, sink);
+                    continue;
+                }
+                let to = split.ends[k] as usize;
+                let view = self.slots.entities[slot as usize].view;
+                self.views.place(view, start, len);
+                let records = task.records.get(from..to).unwrap_or(&[]);
+                events += records.len() as u64;
+                self.send_records(slot, records, sink);
+                from = to;
+            }
+            last_end = task.end;
+            for _ in 0..task.walked {
+                self.hit(Path::ObserverWalked);
+            }
+            for _ in 0..task.swept {
+                self.hit(Path::ObserverSwept);
+            }
+            for _ in 0..task.edited {
+                self.hit(Path::ObserverEdited);
+            }
+            // Sums wrap: each task's difference from where all began.
+            let sums = &mut self.sums;
+            sums.pairs = sums
+                .pairs
+                .wrapping_add(task.sums.pairs.wrapping_sub(base.pairs));
+            sums.pair_count = sums
+                .pair_count
+                .wrapping_add(task.sums.pair_count.wrapping_sub(base.pair_count));
+        }
+        self.views.set_cursor(last_end);
+        self.split = split;
+        Some(events)
+    }
+
+    /// A task: refreshes the observers `by_id` (see the module docs) into
+    /// `range`, which starts at `start` in the store, reading old views
+    /// from `old` (the front half, which starts at `front`).
+    #[allow(clippy::too_many_arguments)]
+    fn refresh_run(
+        &self,
+        t: u64,
+        by_id: &[(crate::command::EntityId, u32)],
+        (old, front): (&[u32], usize),
+        (range, start): (&mut [u32], u32),
+        ends: &mut [u32],
+        placed: &mut [(u32, u32)],
+        task: &mut Task,
+    ) {
+        let max_view = self.config.max_view as usize;
+        let ids = &self.slots.ids;
+        let (mut k, mut at) = (0usize, 0usize);
+        task.walked = 0;
+        task.swept = 0;
+        task.edited = 0;
+        let mut short = false;
+        for ((&(_, slot), end), place) in by_id.iter().zip(ends.iter_mut()).zip(placed.iter_mut()) {
+            let o = &self.slots.entities[slot as usize];
+            let (observer, view) = (o.id, o.view);
+            let (s0, len) = self.views.span(view);
+            let was = match len {
+                0 => &[][..],
+                _ => old.get(s0 - front..s0 - front + len).unwrap_or(&[]),
+            };
+            let room = task.records.len() - k;
+            let path = self.observer_path(slot, t);
+            let changes = match path {
+                ObserverPath::Swept => self.sweep.changes_of(slot),
+                ObserverPath::Edit => self.pairs.of(slot),
+                _ => &[],
+            };
+            // At most a Leave or Enter per change and an Update per entry.
+            let bound = len + 2 * changes.len();
+            let fits = changes.len() <= task.changes.len() && bound <= room;
+            short |= !fits;
+            let out = range
+                .get_mut(at..(at + max_view).min(range.len()))
+                .unwrap_or(&mut []);
+            let done = match (short, path) {
+                (false, ObserverPath::Keep) => Some(copy(was, out)),
+                (false, ObserverPath::KeepAndWalk) => {
+                    let n = copy(was, out);
+                    k = self.walk(&out[..n], &[], &mut task.records, k);
+                    task.walked += 1;
+                    Some(n)
+                }
+                (false, ObserverPath::Swept) => {
+                    let c = &mut task.changes[..changes.len()];
+                    c.copy_from_slice(changes);
+                    match ids.in_order() {
+                        true => c.sort_unstable(),
+                        false => c.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED))),
+                    }
+                    let leaves = c.partition_point(|&c| c & ENTERED == 0);
+                    // A view that would be culled is rebuilt, here.
+                    if len - leaves.min(len) + (c.len() - leaves) > max_view {
+                        None
+                    } else {
+                        let (gone, came) = c.split_at(leaves);
+                        let entered = &mut task.entered[..came.len()];
+                        for (e, &c) in entered.iter_mut().zip(came) {
+                            *e = c & !ENTERED;
+                        }
+                        let n = match ids.in_order() {
+                            true => merge(was, gone, entered, out, u64::from),
+                            false => merge(was, gone, entered, out, |s| ids.key(s)),
+                        };
+                        let pairs = PairHasher::new(observer);
+                        for &s in gone.iter() {
+                            task.sums.remove_pair(&pairs, ids.old(s));
+                            k = push(&mut task.records, k, LEAVE | s);
+                        }
+                        for &s in entered.iter() {
+                            task.sums.add_pair(&pairs, ids.id(s));
+                            k = push(&mut task.records, k, ENTER | s);
+                        }
+                        if self.any_due {
+                            k = self.walk(&out[..n], entered, &mut task.records, k);
+                        }
+                        task.swept += 1;
+                        Some(n)
+                    }
+                }
+                (false, ObserverPath::Edit) => {
+                    let n = self.edit_run((observer, slot), was, out, task, &mut k);
+                    task.edited += u64::from(n.is_some());
+                    n
+                }
+                _ => None,
+            };
+            match done {
+                Some(n) => {
+                    *place = (start + at as u32, n as u32);
+                    *end = k as u32;
+                    at += n;
+                }
+                None => {
+                    *place = (start + at as u32, 0);
+                    *end = LEFT;
+                    at += max_view.min(range.len() - at);
+                }
+            }
+        }
+        task.end = start + at as u32;
+    }
+
+    /// A view edited by its pairs, as `World::update_view` and
+    /// `World::apply_group` do it, into `out`; returns its length, or
+    /// `None`, having recorded nothing, where it must be rebuilt.
+    fn edit_run(
+        &self,
+        (observer, slot): (EntityId, u32),
+        was: &[u32],
+        out: &mut [u32],
+        task: &mut Task,
+        k: &mut usize,
+    ) -> Option<usize> {
+        let ids = &self.slots.ids;
+        let mut n = 0;
+        let mut grows = 0isize;
+        for &word in self.pairs.of(slot) {
+            let (s, kind) = unpack(word);
+            if kind == PairKind::Culled {
+                return None;
+            }
+            let id = ids.id(s);
+            let in_view = || ids.search(was, s).is_ok();
+            let Some(kind) = kind.resolve(in_view, self.due.get(s)) else {
+                continue;
+            };
+            grows += match kind {
+                PairKind::Enter => 1,
+                PairKind::Leave => -1,
+                _ => 0,
+            };
+            *task.group.get_mut(n)? = (kind, id, s);
+            n += 1;
+        }
+        if was.len() as isize + grows > self.config.max_view as isize {
+            return None;
+        }
+        let group = &mut task.group[..n];
+        group.sort_unstable();
+        let pairs = PairHasher::new(observer);
+        for &(kind, subject, s) in group.iter() {
+            let record = match kind {
+                PairKind::Leave => {
+                    task.sums.remove_pair(&pairs, subject);
+                    LEAVE_NOW | s
+                }
+                PairKind::Enter => {
+                    task.sums.add_pair(&pairs, subject);
+                    ENTER | s
+                }
+                _ => UPDATE | s,
+            };
+            *k = push(&mut task.records, *k, record);
+        }
+        let leaves = group.partition_point(|g| g.0 == PairKind::Leave);
+        let enters = leaves + group[leaves..].partition_point(|g| g.0 == PairKind::Enter);
+        let (left, entered) = (&group[..leaves], &group[leaves..enters]);
+        let written = match enters {
+            0 => copy(was, out),
+            _ => {
+                let old = stream_in(was);
+                let at = |s| ids.search(old, s).unwrap_or_else(|p| p);
+                splice(
+                    old,
+                    out,
+                    left.iter().map(|g| at(g.2)),
+                    entered.iter().map(|g| (at(g.2), g.2)),
+                )
+            }
+        };
+        if self.plan.updates == Updates::Walked {
+            let slots = &mut task.entered[..entered.len()];
+            for (e, g) in slots.iter_mut().zip(entered) {
+                *e = g.2;
+            }
+            *k = self.walk(&out[..written], slots, &mut task.records, *k);
+        }
+        Some(written)
+    }
+
+    /// Records an Update for every subject of the new view `view` due one,
+    /// but for those `entered` (ascending by id, in the view); returns the
+    /// new record count.
+    #[inline(always)]
+    fn walk(&self, view: &[u32], entered: &[u32], records: &mut [u32], mut k: usize) -> usize {
+        let mut entered = entered.iter().peekable();
+        for &s in view {
+            if entered.next_if_eq(&&s).is_some() {
+                continue;
+            }
+            if self.due.get(s) {
+                k = push(records, k, UPDATE | s);
+            }
+        }
+        k
+    }
+
+    /// Sends the events a task recorded for the observer at `slot`.
+    fn send_records<S: EventSink>(&self, slot: u32, records: &[u32], sink: &mut S) {
+        let observer = self.slots.entities[slot as usize].id;
+        let ids = &self.slots.ids;
+        for &r in records {
+            let s = r & !KIND;
+            match r & KIND {
+                LEAVE => sink.event(Event::Leave {
+                    observer,
+                    subject: ids.old(s),
+                }),
+                LEAVE_NOW => sink.event(Event::Leave {
+                    observer,
+                    subject: ids.id(s),
+                }),
+                ENTER => {
+                    let shown = &self.slots.shown[s as usize];
+                    sink.event(Event::Enter {
+                        observer,
+                        subject: ids.id(s),
+                        pos: shown.pos,
+                        dir: shown.dir,
+                        speed: shown.speed,
+                        layers: shown.layers,
+                    });
+                }
+                _ => sink.event(self.update(observer, ids.id(s), s)),
+            }
+        }
+    }
+}
+
+/// Copies a kept view; returns its length.
+#[inline(always)]
+fn copy(old: &[u32], out: &mut [u32]) -> usize {
+    let n = old.len().min(out.len());
+    out[..n].copy_from_slice(&old[..n]);
+    n
+}
+
+/// Writes `r` at `records[k]` (room was checked); returns `k + 1`.
+#[inline(always)]
+fn push(records: &mut [u32], k: usize, r: u32) -> usize {
+    if let Some(at) = records.get_mut(k) {
+        *at = r;
+    }
+    k + 1
+}
