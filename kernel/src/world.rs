@@ -498,9 +498,10 @@ impl World {
     /// reserved with [`World::reserve_width`]. Events, their order and
     /// the digest are exactly those of [`World::step`], for every width.
     ///
-    /// Today the split part is the radius-mode sweep's search for the
-    /// pairs that crossed a radius (`sweep.rs`), the largest part of a
-    /// busy radius-mode tick; every other stage runs on the calling
+    /// The split parts are the radius-mode sweep's search for the pairs
+    /// that crossed a radius (`sweep.rs`) and, in both modes, a pass that
+    /// refreshes every view, by observer (`world/split.rs`); every other
+    /// stage, and handing the events to `sink`, runs on the calling
     /// thread.
     ///
     /// ```
@@ -525,9 +526,11 @@ impl World {
 
     /// Makes room for [`World::step_with`] to split a tick into up to
     /// `width` tasks (at most [`MAX_WIDTH`](crate::MAX_WIDTH)); returns the
-    /// width it has room for. Allocates (a scratch buffer of 4 bytes per
-    /// entity for each task), so call it once, after construction, not
-    /// between ticks that must not allocate.
+    /// width it has room for. Allocates (per task, a scratch buffer of 4
+    /// bytes per entity for the sweep; and, from 2 tasks on, 128 bytes per
+    /// entity of event records shared out between the tasks, plus 8 bytes
+    /// per observer), so call it once, after construction, not between
+    /// ticks that must not allocate.
     pub fn reserve_width(&mut self, width: usize) -> usize {
         let c = &self.config;
         self.split = split::Split::new(width, c.max_entities, c.max_observers, c.max_view);

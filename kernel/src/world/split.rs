@@ -13,9 +13,13 @@
 //! serial sums whatever the order.
 //!
 //! A task takes the paths that read only what the pass leaves alone: a
-//! view kept (and walked for its due subjects) and a view edited by the
-//! sweep's changes. Any other observer, and every one after a task's
-//! buffer ran short, is left to the calling thread, which refreshes it in
+//! view kept, a view edited by the sweep's changes and a view edited by
+//! its pairs (where no view keeps a margin). Updates are not recorded:
+//! the calling thread walks each such view for its due subjects as it
+//! sends the view's events, since a record per Update costs more to write
+//! and read back than the walk it saves. Any other observer (one rebuilt,
+//! or edited through a margin), and every one after a task's buffer ran
+//! short, is left to the calling thread, which refreshes it in
 //! turn as the serial pass does, into room the task left for it.
 
 use alloc::vec;
@@ -32,10 +36,12 @@ use crate::plan::Updates;
 use crate::subject_pairs::{unpack, PairKind};
 use crate::sweep::{merge, ENTERED};
 
-/// Event records a task may buffer, per entity of the world, shared out
-/// between the tasks: the uniform walk at the default throttle sends
-/// about 80 a tick (most of them Updates).
-const RECORDS_PER_ENTITY: usize = 96;
+/// Event records the tasks may buffer, per entity of the world, shared
+/// out between them: Leaves and Enters (and paired Updates), of which the
+/// uniform walk makes 5 (radius mode) to 13 (grid mode) a tick. A task
+/// whose buffer runs short leaves the rest of its observers to the
+/// calling thread.
+const RECORDS_PER_ENTITY: usize = 32;
 
 /// Observers fewer than this per task are refreshed serially: the join
 /// would cost more than it saves.
@@ -52,6 +58,10 @@ const KIND: u32 = 3 << 30;
 
 /// An observer left to the calling thread.
 const LEFT: u32 = u32::MAX;
+
+/// The flag on an observer's end of records: its view is walked for its
+/// due subjects when its events are sent.
+const WALK: u32 = 1 << 31;
 
 /// One task's buffers.
 pub(crate) struct Task {
@@ -78,7 +88,8 @@ pub(crate) struct Task {
 pub(crate) struct Split {
     tasks: Vec<Task>,
     /// Per observer (by position in the pass): the end of its records in
-    /// its task's buffer, or [`LEFT`].
+    /// its task's buffer, with [`WALK`] where it is walked for Updates, or
+    /// [`LEFT`].
     ends: Vec<u32>,
     /// Per observer: where its new view starts and how long it is.
     placed: Vec<(u32, u32)>,
@@ -202,12 +213,18 @@ impl World {
                     events += self.refresh_view(slot, t, sink);
                     continue;
                 }
-                let to = split.ends[k] as usize;
+                let to = (split.ends[k] & !WALK) as usize;
                 let view = self.slots.entities[slot as usize].view;
                 self.views.place(view, start, len);
                 let records = task.records.get(from..to).unwrap_or(&[]);
                 events += records.len() as u64;
                 self.send_records(slot, records, sink);
+                // Updates go out here: a record each would cost more to
+                // write and read back than the walk saves.
+                if split.ends[k] & WALK != 0 {
+                    let entered = records.iter().filter(|&&r| r & KIND == ENTER);
+                    events += self.send_updates(slot, entered.map(|&r| r & !KIND), sink);
+                }
                 from = to;
             }
             last_end = task.end;
@@ -270,18 +287,19 @@ impl World {
                 ObserverPath::Edit => self.pairs.of(slot),
                 _ => &[],
             };
-            // At most a Leave or Enter per change and an Update per entry.
-            let bound = len + 2 * changes.len();
-            let fits = changes.len() <= task.changes.len() && bound <= room;
+            // At most one event per change or pair (Updates are walked
+            // when sent, not recorded).
+            let fits = changes.len() <= task.changes.len() && changes.len() <= room;
             short |= !fits;
             let out = range
                 .get_mut(at..(at + max_view).min(range.len()))
                 .unwrap_or(&mut []);
+            let mut walk = false;
             let done = match (short, path) {
                 (false, ObserverPath::Keep) => Some(copy(was, out)),
                 (false, ObserverPath::KeepAndWalk) => {
                     let n = copy(was, out);
-                    k = self.walk(&out[..n], &[], &mut task.records, k);
+                    walk = true;
                     task.walked += 1;
                     Some(n)
                 }
@@ -315,15 +333,14 @@ impl World {
                             task.sums.add_pair(&pairs, ids.id(s));
                             k = push(&mut task.records, k, ENTER | s);
                         }
-                        if self.any_due {
-                            k = self.walk(&out[..n], entered, &mut task.records, k);
-                        }
+                        walk = self.any_due;
                         task.swept += 1;
                         Some(n)
                     }
                 }
                 (false, ObserverPath::Edit) => {
                     let n = self.edit_run((observer, slot), was, out, task, &mut k);
+                    walk = self.plan.updates == Updates::Walked;
                     task.edited += u64::from(n.is_some());
                     n
                 }
@@ -332,7 +349,7 @@ impl World {
             match done {
                 Some(n) => {
                     *place = (start + at as u32, n as u32);
-                    *end = k as u32;
+                    *end = k as u32 | if walk { WALK } else { 0 };
                     at += n;
                 }
                 None => {
@@ -413,31 +430,7 @@ impl World {
                 )
             }
         };
-        if self.plan.updates == Updates::Walked {
-            let slots = &mut task.entered[..entered.len()];
-            for (e, g) in slots.iter_mut().zip(entered) {
-                *e = g.2;
-            }
-            *k = self.walk(&out[..written], slots, &mut task.records, *k);
-        }
         Some(written)
-    }
-
-    /// Records an Update for every subject of the new view `view` due one,
-    /// but for those `entered` (ascending by id, in the view); returns the
-    /// new record count.
-    #[inline(always)]
-    fn walk(&self, view: &[u32], entered: &[u32], records: &mut [u32], mut k: usize) -> usize {
-        let mut entered = entered.iter().peekable();
-        for &s in view {
-            if entered.next_if_eq(&&s).is_some() {
-                continue;
-            }
-            if self.due.get(s) {
-                k = push(records, k, UPDATE | s);
-            }
-        }
-        k
     }
 
     /// Sends the events a task recorded for the observer at `slot`.
