@@ -67,6 +67,25 @@ pub(super) fn fingerprint(events: &[Event]) -> u64 {
     h
 }
 
+/// Drops the Updates that would change nothing in `model` (the observer's
+/// view before the tick): a server never sends those, so a bot never
+/// receives them. The kernel reports one, for example, when a subject that
+/// entered a view last tick settles at the state that Enter carried.
+pub(super) fn drop_unchanged_updates(model: &BTreeMap<EntityId, Seen>, events: &mut Vec<Event>) {
+    events.retain(|e| match *e {
+        Event::Update {
+            subject,
+            pos,
+            dir,
+            speed,
+            ..
+        } => model
+            .get(&subject)
+            .is_none_or(|s| (s.pos, s.dir, s.speed) != (pos, dir, speed)),
+        _ => true,
+    });
+}
+
 /// Applies one observer's events of a tick to a view model.
 pub(super) fn apply_events(model: &mut BTreeMap<EntityId, Seen>, events: &[Event]) {
     for e in events {
@@ -148,5 +167,30 @@ mod tests {
             *layers = 8;
         }
         assert_ne!(base, fingerprint(&[rejected, leave, turned]));
+    }
+
+    #[test]
+    fn updates_that_change_nothing_are_dropped_and_others_kept() {
+        let seen = Seen {
+            pos: Pos::from_ints(3, 4),
+            dir: 5,
+            speed: Fix::from_num(6),
+            layers: 7,
+        };
+        let model = BTreeMap::from([(2, seen)]);
+        let update = |subject, x| Event::Update {
+            observer: 1,
+            subject,
+            pos: Pos::from_ints(x, 4),
+            dir: 5,
+            speed: Fix::from_num(6),
+        };
+        let leave = Event::Leave {
+            observer: 1,
+            subject: 2,
+        };
+        let mut events = vec![leave, update(2, 3), update(2, 9), update(8, 3)];
+        drop_unchanged_updates(&model, &mut events);
+        assert_eq!(events, [leave, update(2, 9), update(8, 3)]);
     }
 }

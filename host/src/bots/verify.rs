@@ -22,7 +22,7 @@ use std::path::Path;
 use lockgrid_kernel::{Command, EntityId, Event, Move};
 use lockgrid_protocol::Seen;
 
-use super::seen::{apply_events, fingerprint, membership, BotRecord};
+use super::seen::{apply_events, drop_unchanged_updates, fingerprint, membership, BotRecord};
 use super::{BotsError, BotsReport};
 use crate::journal::JournalReader;
 use crate::store::{journal_path, restore_newest, PassedOverReason};
@@ -147,6 +147,7 @@ pub(super) fn verify(
                 Event::Rejected { entity, .. } => *entity == me,
                 _ => e.order_key().is_some_and(|k| k.0 == me),
             }));
+            drop_unchanged_updates(&kernel_models[i], &mut mine);
             apply_events(&mut kernel_models[i], &mine);
             if let Some(seen) = b.ticks.get(next[i]) {
                 if seen.tick == tick {
