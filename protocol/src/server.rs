@@ -376,6 +376,11 @@ struct Conn<A> {
     refusals: VecDeque<RefusedInput>,
     pending: VecDeque<PendingTick>,
     pending_bytes: usize,
+    /// Parts of `pending` waiting to be sent ([`PartState::Unsent`]), so
+    /// that whether the connection has something to send costs O(1).
+    unsent: u32,
+    /// Whether the connection's id is in [`Server::ready`].
+    ready: bool,
     spare: Spare,
     /// The bandwidth budget and update priorities, when the server has a
     /// budget; made at the first tick after the connection is accepted.
@@ -413,7 +418,11 @@ pub struct Server<A> {
     stateless: VecDeque<Reply<A>>,
     last_tick: Option<u64>,
     id_counter: u64,
-    cursor: u32,
+    /// Connections that may have something to send, in the order
+    /// [`poll_transmit`](Self::poll_transmit) serves them: each at most
+    /// once ([`Conn::ready`]), so that finding the next packet costs
+    /// O(1) rather than a scan of every connection.
+    ready: VecDeque<u32>,
     route: Vec<Event>,
     /// Where received Input frames are read (vectors kept between calls).
     input: InputScratch,
@@ -496,7 +505,7 @@ impl<A: Clone + Ord> Server<A> {
             stateless: VecDeque::new(),
             last_tick: None,
             id_counter: 0,
-            cursor: 0,
+            ready: VecDeque::new(),
             route: Vec::new(),
             input: InputScratch::default(),
             rejected: Vec::new(),
@@ -710,12 +719,21 @@ impl<A: Clone + Ord> Server<A> {
         }
     }
 
+    /// Takes a removed connection out of the timers and the ready queue.
+    fn forget(&mut self, c: &Conn<A>) {
+        self.timers.close(c.timer);
+        if c.ready {
+            let id = c.id.0;
+            self.ready.retain(|&r| r != id);
+        }
+    }
+
     /// Ends a connection: the client gets a Disconnect, the host an event.
     fn close(&mut self, id: u32, reason: DisconnectReason) {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
-        self.timers.close(c.timer);
+        self.forget(&c);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
@@ -861,6 +879,7 @@ impl<A: Clone + Ord> Server<A> {
         if same_token {
             c.welcome_due = c.entity.is_some();
             c.stats.packets_received += 1;
+            wake(&mut self.ready, c);
         } else {
             c.stats.packets_dropped += 1;
         }
@@ -889,7 +908,7 @@ impl<A: Clone + Ord> Server<A> {
         let Some(c) = self.conns.remove(&id) else {
             return;
         };
-        self.timers.close(c.timer);
+        self.forget(&c);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
         if let Some(e) = c.entity {
@@ -999,6 +1018,8 @@ impl<A: Clone + Ord> Server<A> {
             refusals: VecDeque::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
+            unsent: 0,
+            ready: false,
             spare: Spare {
                 // A part is at most a packet: a resent part's rewrite
                 // never grows it.
@@ -1017,6 +1038,9 @@ impl<A: Clone + Ord> Server<A> {
             timer,
         };
         self.conns.insert(id, conn);
+        // Room for every connection: waking one never grows the queue.
+        self.ready
+            .reserve(self.conns.len().saturating_sub(self.ready.len()));
         self.by_addr.insert(from.clone(), id);
         self.events.push_back(ServerEvent::Connecting {
             conn: ConnId(id),
@@ -1096,6 +1120,7 @@ impl<A: Clone + Ord> Server<A> {
             c.ack_due = Some(now);
         }
         self.timers.set(c.timer, c.deadline(&self.config));
+        wake(&mut self.ready, c);
         if let Some(reason) = close {
             self.close(id, reason);
         }
@@ -1142,6 +1167,7 @@ impl<A: Clone + Ord> Server<A> {
         };
         c.welcome_due = true;
         c.welcome_tick = last;
+        wake(&mut self.ready, c);
         // The handshake deadline no longer counts.
         self.timers.set(c.timer, c.deadline(&self.config));
         self.by_entity.insert(entity, conn.0);
@@ -1168,6 +1194,7 @@ impl<A: Clone + Ord> Server<A> {
             .filter(|&i| usize::from(i) < MAX_COMMANDS_PER_INPUT)
             .ok_or(ConnError::NoSuchCommand)?;
         c.queue_refusal(RefusedInput { seq, index, reason });
+        wake(&mut self.ready, c);
         Ok(())
     }
 
@@ -1305,7 +1332,7 @@ impl<A: Clone + Ord> Server<A> {
                 &views[v0..v1]
             };
             match c.queue_tick(tick, digest, mine, budget, max_parts) {
-                Ok(()) => {}
+                Ok(()) => wake(&mut self.ready, c),
                 Err(reason) => {
                     closing.push((id, reason));
                     continue;
@@ -1396,18 +1423,9 @@ impl<A: Clone + Ord> Server<A> {
                 len,
             }));
         }
-        let ack_delay = self.config.max_ack_delay;
-        let cursor = self.cursor;
-        let next = self
-            .conns
-            .range(cursor..)
-            .chain(self.conns.range(..cursor))
-            .find(|(_, c)| c.wants_send(now, ack_delay))
-            .map(|(&id, _)| id);
-        let Some(id) = next else {
+        let Some(id) = self.next_ready(now) else {
             return Ok(None);
         };
-        self.cursor = id.wrapping_add(1);
         let world = self.world;
         let tick_interval_us = crate::time::micros(self.config.tick_interval);
         let window = self.config.max_unacked_ticks;
@@ -1441,10 +1459,52 @@ impl<A: Clone + Ord> Server<A> {
         }
         // The packet settled the ack due and may have started a loss timer.
         self.timers.set(c.timer, c.deadline(&self.config));
+        // Round robin: a connection with more to send goes to the back.
+        if c.wants_send(now, self.config.max_ack_delay) {
+            wake(&mut self.ready, c);
+        }
         Ok(Some(Transmit {
             destination: c.addr.clone(),
             len,
         }))
+    }
+
+    /// The next connection in the ready queue with something to send now.
+    /// Those with nothing leave the queue; an acknowledgement that came
+    /// due since the last [`handle_timeout`](Self::handle_timeout) brings
+    /// its connection back.
+    fn next_ready(&mut self, now: Instant) -> Option<u32> {
+        let ack_delay = self.config.max_ack_delay;
+        let mut woke_due = false;
+        loop {
+            let Some(id) = self.ready.pop_front() else {
+                if woke_due || self.timers.earliest().is_none_or(|t| t > now) {
+                    #[cfg(debug_assertions)]
+                    assert!(
+                        self.conns.values().all(|c| !c.wants_send(now, ack_delay)),
+                        "a connection with something to send is not in the ready queue"
+                    );
+                    return None;
+                }
+                woke_due = true;
+                self.timers.due(now, &mut self.due);
+                for id in &self.due {
+                    if let Some(c) = self.conns.get_mut(id) {
+                        wake(&mut self.ready, c);
+                    }
+                }
+                continue;
+            };
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            c.ready = false;
+            #[cfg(debug_assertions)]
+            assert_eq!(c.unsent, c.count_unsent(), "unsent parts miscounted");
+            if c.wants_send(now, ack_delay) {
+                return Some(id);
+            }
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called:
@@ -1503,6 +1563,7 @@ impl<A: Clone + Ord> Server<A> {
                     sent,
                     pending,
                     pending_bytes,
+                    unsent,
                     refusals,
                     stats,
                     spare,
@@ -1513,6 +1574,7 @@ impl<A: Clone + Ord> Server<A> {
                     packet_fate(
                         pending,
                         pending_bytes,
+                        unsent,
                         refusals,
                         stats,
                         spare,
@@ -1522,6 +1584,7 @@ impl<A: Clone + Ord> Server<A> {
                     )
                 });
                 self.timers.set(c.timer, c.deadline(&self.config));
+                wake(&mut self.ready, c);
             }
         }
         self.due = due;
@@ -1537,6 +1600,7 @@ impl<A: Clone + Ord> Server<A> {
 fn packet_fate(
     pending: &mut VecDeque<PendingTick>,
     pending_bytes: &mut usize,
+    unsent: &mut u32,
     refusals: &mut VecDeque<RefusedInput>,
     stats: &mut ConnStats,
     spare: &mut Spare,
@@ -1544,9 +1608,27 @@ fn packet_fate(
     fate: Fate,
     data: SentData,
 ) {
-    part_fate(pending, pending_bytes, stats, spare, pacer, fate, &data);
+    part_fate(
+        pending,
+        pending_bytes,
+        unsent,
+        stats,
+        spare,
+        pacer,
+        fate,
+        &data,
+    );
     refusal_fate(refusals, stats, fate, &data);
     spare.put_sent(data);
+}
+
+/// Puts a connection that may have something to send in the ready queue,
+/// unless it is there already.
+fn wake<A>(ready: &mut VecDeque<u32>, c: &mut Conn<A>) {
+    if !c.ready {
+        c.ready = true;
+        ready.push_back(c.id.0);
+    }
 }
 
 /// Drops the fully acknowledged ticks at the front, keeping their buffers.
@@ -1622,9 +1704,11 @@ fn pace_updates(
 }
 
 /// Marks the parts a packet carried as acknowledged or to be sent again.
+#[allow(clippy::too_many_arguments)]
 fn part_fate(
     pending: &mut VecDeque<PendingTick>,
     pending_bytes: &mut usize,
+    unsent: &mut u32,
     stats: &mut ConnStats,
     spare: &mut Spare,
     pacer: &mut Option<Pacer>,
@@ -1648,13 +1732,15 @@ fn part_fate(
         };
         match (fate, p.state) {
             (_, PartState::Acked) => {}
-            (Fate::Acked, _) => {
+            (Fate::Acked, state) => {
+                *unsent -= u32::from(state == PartState::Unsent);
                 p.state = PartState::Acked;
                 *pending_bytes -= p.len;
                 t.unacked -= 1;
             }
             (Fate::Lost, PartState::InFlight(s)) if s == data.seq => {
                 p.state = PartState::Unsent;
+                *unsent += 1;
                 stats.parts_retransmitted += 1;
                 // With a budget a part is never resent with Updates that
                 // may have been superseded: they are dropped, and each
@@ -1711,6 +1797,7 @@ impl<A> Conn<A> {
             rtt,
             pending,
             pending_bytes,
+            unsent,
             refusals,
             stats,
             spare,
@@ -1721,6 +1808,7 @@ impl<A> Conn<A> {
             packet_fate(
                 pending,
                 pending_bytes,
+                unsent,
                 refusals,
                 stats,
                 spare,
@@ -1739,6 +1827,7 @@ impl<A> Conn<A> {
             }
             for p in t.parts.iter_mut() {
                 if p.state != PartState::Acked {
+                    self.unsent -= u32::from(p.state == PartState::Unsent);
                     p.state = PartState::Acked;
                     self.pending_bytes -= p.len;
                 }
@@ -1870,6 +1959,7 @@ impl<A> Conn<A> {
         t.tick = tick;
         t.digest = digest;
         t.unacked = t.parts.len();
+        self.unsent += t.parts.len() as u32;
         self.pending.push_back(t);
         Ok(())
     }
@@ -1880,10 +1970,14 @@ impl<A> Conn<A> {
                 || self.pong_due.is_some()
                 || !self.refusals.is_empty()
                 || self.ack_due.is_some_and(|t| now >= t + ack_delay)
-                || self
-                    .pending
-                    .iter()
-                    .any(|t| t.parts.iter().any(|p| p.state == PartState::Unsent)))
+                || self.unsent > 0)
+    }
+
+    /// [`Conn::unsent`] counted from the parts: the check that it is kept.
+    #[cfg(debug_assertions)]
+    fn count_unsent(&self) -> u32 {
+        let parts = self.pending.iter().flat_map(|t| t.parts.iter());
+        parts.filter(|p| p.state == PartState::Unsent).count() as u32
     }
 
     /// Fills one packet: Welcome, Pong, then unsent parts oldest first.
@@ -1930,6 +2024,9 @@ impl<A> Conn<A> {
         let mut data = self.spare.sent();
         data.seq = seq;
         'fill: for t in self.pending.iter_mut() {
+            if self.unsent == 0 {
+                break;
+            }
             let parts = t.parts.len() as u16;
             for k in 0..t.parts.len() {
                 let p = &t.parts[k];
@@ -1950,6 +2047,7 @@ impl<A> Conn<A> {
                     break 'fill;
                 }
                 t.parts[k].state = PartState::InFlight(seq);
+                self.unsent -= 1;
                 data.parts.push((t.tick, k as u16));
                 eliciting = true;
             }
@@ -1981,6 +2079,7 @@ impl<A> Conn<A> {
                 sent,
                 pending,
                 pending_bytes,
+                unsent,
                 refusals,
                 stats,
                 spare,
@@ -1991,6 +2090,7 @@ impl<A> Conn<A> {
                 packet_fate(
                     pending,
                     pending_bytes,
+                    unsent,
                     refusals,
                     stats,
                     spare,
