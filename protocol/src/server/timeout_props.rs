@@ -2,6 +2,10 @@
 //! clients, the network and the host do, `poll_timeout` answers what
 //! computing every connection's deadlines from its state answers, and
 //! `handle_timeout` leaves no idle, handshake or loss deadline passed.
+//! Every `poll_transmit` here also checks, by the server's debug
+//! assertions, its ready queue against the same kind of scan: a call that
+//! finds nothing to send leaves no connection with something to send, and
+//! each connection's count of unsent parts matches its parts.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
