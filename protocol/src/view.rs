@@ -98,7 +98,9 @@ impl View {
     }
 
     /// Merges the staged leaves and enters into `scratch.next`:
-    /// `entries − leaves ∪ enters`, still sorted.
+    /// `entries − leaves ∪ enters`, still sorted. The entries between two
+    /// changes are copied as one run: a tick changes few of a view's
+    /// entries.
     pub(crate) fn merge_staged(&mut self) {
         let Scratch {
             next,
@@ -108,19 +110,26 @@ impl View {
         } = &mut self.scratch;
         next.clear();
         next.reserve(self.entries.len() + enters.len());
-        let mut li = leaves.iter().peekable();
-        let mut ei = enters.iter().peekable();
-        for (i, e) in self.entries.iter().enumerate() {
-            if li.peek() == Some(&&i) {
-                li.next();
-                continue;
+        let entries = &self.entries[..];
+        // Leaves are ascending indices into `entries`; each run copied
+        // starts at or after every leave not yet passed.
+        let mut leaves = leaves.iter().copied().peekable();
+        let mut copy = |next: &mut Vec<(EntityId, Seen)>, mut from: usize, to: usize| {
+            while let Some(l) = leaves.next_if(|&l| l < to) {
+                next.extend_from_slice(&entries[from..l]);
+                from = l + 1;
             }
-            while let Some(en) = ei.next_if(|en| en.0 < e.0) {
-                next.push(*en);
-            }
-            next.push(*e);
+            next.extend_from_slice(&entries[from..to]);
+        };
+        let mut from = 0;
+        for en in enters.iter() {
+            // A subject that left and entered again goes where it was.
+            let at = from + entries[from..].partition_point(|e| e.0 < en.0);
+            copy(next, from, at);
+            next.push(*en);
+            from = at;
         }
-        next.extend(ei);
+        copy(next, from, entries.len());
     }
 
     /// Makes the merged `scratch.next` the view.
