@@ -351,7 +351,7 @@ pub fn encode_part_with_resets(
         if speed != old.speed {
             flags |= UPD_SPEED;
         }
-        if flags == 0 && !reset {
+        if !reset && !old.changed_by(pos, dir, speed) {
             // Nothing the receiver holds would change: not sent at all.
             i += 1;
             continue;

@@ -22,6 +22,15 @@ pub struct Seen {
     pub layers: u32,
 }
 
+impl Seen {
+    /// Whether an Update to `pos`, `dir` and `speed` changes this state. A
+    /// server sends only the Updates that do (or resets): a receiver never
+    /// sees one that changes nothing, though the kernel reports some.
+    pub fn changed_by(&self, pos: Pos, dir: Dir, speed: Fix) -> bool {
+        (self.pos, self.dir, self.speed) != (pos, dir, speed)
+    }
+}
+
 /// One observer's view: visible subjects sorted by id, with their last known state.
 ///
 /// Lookups are binary searches; applying a batch is a linear merge, so no

@@ -81,7 +81,7 @@ pub(super) fn drop_unchanged_updates(model: &BTreeMap<EntityId, Seen>, events: &
             ..
         } => model
             .get(&subject)
-            .is_none_or(|s| (s.pos, s.dir, s.speed) != (pos, dir, speed)),
+            .is_none_or(|s| s.changed_by(pos, dir, speed)),
         _ => true,
     });
 }
