@@ -322,24 +322,7 @@ impl Frame<'_> {
                 w.bytes(b.payload);
             }
             Frame::Disconnect { reason } => w.u8(reason.code()),
-            Frame::Refused(list) => {
-                if list.is_empty()
-                    || list.len() > MAX_REFUSALS_PER_FRAME
-                    || list
-                        .iter()
-                        .any(|r| usize::from(r.index) >= MAX_COMMANDS_PER_INPUT)
-                {
-                    return Err(EncodeError::Invalid(
-                        "a Refused frame holds 1..=MAX_REFUSALS_PER_FRAME refusals of commands below MAX_COMMANDS_PER_INPUT",
-                    ));
-                }
-                w.varint(list.len() as u64);
-                for r in list {
-                    w.varint(r.seq);
-                    w.varint(u64::from(r.index));
-                    w.u8(r.reason.code());
-                }
-            }
+            Frame::Refused(list) => write_refused_body(w, list)?,
         }
         Ok(())
     }
@@ -713,5 +696,32 @@ fn read_input_into(r: &mut Reader<'_>, into: &mut InputScratch) -> Result<(), De
         .ok_or(DecodeError::OutOfRange("input seq"))?;
     into.first_seq = first_seq;
     into.len = n;
+    Ok(())
+}
+
+/// Writes a Refused frame (its code and body) from a slice, so that the
+/// server tells refusals without building a [`Frame::Refused`] vector.
+pub(crate) fn write_refused(w: &mut Writer<'_>, list: &[RefusedInput]) -> Result<(), EncodeError> {
+    w.u8(code::REFUSED);
+    write_refused_body(w, list)
+}
+
+fn write_refused_body(w: &mut Writer<'_>, list: &[RefusedInput]) -> Result<(), EncodeError> {
+    if list.is_empty()
+        || list.len() > MAX_REFUSALS_PER_FRAME
+        || list
+            .iter()
+            .any(|r| usize::from(r.index) >= MAX_COMMANDS_PER_INPUT)
+    {
+        return Err(EncodeError::Invalid(
+            "a Refused frame holds 1..=MAX_REFUSALS_PER_FRAME refusals of commands below MAX_COMMANDS_PER_INPUT",
+        ));
+    }
+    w.varint(list.len() as u64);
+    for r in list {
+        w.varint(r.seq);
+        w.varint(u64::from(r.index));
+        w.u8(r.reason.code());
+    }
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::budget::{membership_bytes, BudgetStats, Pacer};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
-    ClientLimits, Frame, InputEntry, InputScratch, TickBatch, Welcome, WorldParams,
+    write_refused, ClientLimits, Frame, InputEntry, InputScratch, TickBatch, Welcome, WorldParams,
     MAX_COMMANDS_PER_INPUT,
 };
 use crate::packet::{peek_version, Header, Parsed, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
@@ -302,6 +302,10 @@ const SHADOW_CHURN: usize = 64;
 /// that most never grow.
 const FIRST_PARTS: usize = 8;
 
+/// Refusals a new packet record has room for: a client whose moves the
+/// rules refuse hears of one or two a tick.
+const FIRST_REFUSALS: usize = 4;
+
 impl Spare {
     fn tick(&mut self) -> PendingTick {
         self.ticks.pop().unwrap_or_else(|| PendingTick {
@@ -313,6 +317,7 @@ impl Spare {
     fn sent(&mut self) -> SentData {
         self.sent.pop().unwrap_or_else(|| SentData {
             parts: Vec::with_capacity(FIRST_PARTS),
+            refused: Vec::with_capacity(FIRST_REFUSALS),
             ..SentData::default()
         })
     }
@@ -2053,25 +2058,20 @@ impl<A> Conn<A> {
             }
         }
         // Refusals fill what the parts left, oldest first.
-        if !self.refusals.is_empty() {
-            let n = self.refusals.len().min(MAX_REFUSALS_PER_FRAME);
-            let mut list: Vec<RefusedInput> = self.refusals.iter().take(n).copied().collect();
-            let mark = w.pos();
-            loop {
-                Frame::Refused(list.clone()).write_infallible(&mut w);
-                if w.pos() <= cap {
-                    break;
-                }
-                w.rewind(mark);
-                if list.pop().is_none() || list.is_empty() {
-                    break;
-                }
-            }
-            if !list.is_empty() && w.pos() <= cap {
-                self.refusals.drain(..list.len());
-                data.refused = list;
+        // The packet's record holds them, so that a loss queues them again.
+        let n = self.refusals.len().min(MAX_REFUSALS_PER_FRAME);
+        data.refused.extend(self.refusals.iter().take(n));
+        let mark = w.pos();
+        while !data.refused.is_empty() {
+            let r = write_refused(&mut w, &data.refused);
+            debug_assert!(r.is_ok(), "the server queued an invalid refusal: {r:?}");
+            if w.pos() <= cap {
+                self.refusals.drain(..data.refused.len());
                 eliciting = true;
+                break;
             }
+            w.rewind(mark);
+            data.refused.pop();
         }
         self.ack_due = None;
         if eliciting {

@@ -1,8 +1,9 @@
 //! The server's tick path never allocates in steady state: a counting
 //! global allocator watches `push_tick`, `poll_transmit`, `handle_timeout`,
 //! the clients' packets (`handle_datagram`: acknowledgements and one Move
-//! input each a tick) and the delivery of those inputs (`poll_event`,
-//! `input_commands`) for hundreds of ticks of walking NPCs seen by
+//! input each a tick), the delivery of those inputs (`poll_event`,
+//! `input_commands`) and the refusal of one in five (`refuse_input`, told
+//! in Refused frames) for hundreds of ticks of walking NPCs seen by
 //! acknowledging clients, with and without a bandwidth budget, on a link
 //! that loses one of the server's datagrams a tick (so parts are sent
 //! again).
@@ -22,8 +23,8 @@ use std::alloc::System;
 use common::crowd::{config, Layout, Walkers};
 use lockgrid_kernel::{Command, EntityId, Fix, Move, Spawn, World};
 use lockgrid_protocol::{
-    Client, ClientConfig, ClientLimits, Instant, Server, ServerConfig, ServerEvent, WorldParams,
-    DEFAULT_MTU,
+    Client, ClientConfig, ClientLimits, InputRefusal, Instant, Server, ServerConfig, ServerEvent,
+    WorldParams, DEFAULT_MTU,
 };
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -101,11 +102,19 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
         server.handle_timeout(now);
         while let Some(e) = server.poll_event() {
             match e {
-                ServerEvent::Input { .. } => {
+                ServerEvent::Input { conn, seq, .. } => {
                     if measured {
                         inputs += 1;
                     }
-                    commands.extend_from_slice(server.input_commands());
+                    // The host refuses one input in five, as rules refuse
+                    // moves in play: the refusal travels in a Refused frame.
+                    if seq % 5 == 0 {
+                        server
+                            .refuse_input(conn, seq, 0, InputRefusal::TooFast)
+                            .expect("open connection");
+                    } else {
+                        commands.extend_from_slice(server.input_commands());
+                    }
                 }
                 ServerEvent::Connecting { conn, from, .. } => {
                     let id: EntityId = 100_000 + u64::from(from);
@@ -184,6 +193,11 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
         "{name}: inputs were delivered: {inputs}"
     );
     assert!(sent > MEASURED * CLIENTS as u64, "{name}: the server sent");
+    let refusals_heard: u64 = clients.iter().map(|c| c.stats().refused).sum();
+    assert!(
+        refusals_heard > MEASURED * CLIENTS as u64 / 6,
+        "{name}: refusals were told: {refusals_heard}"
+    );
     assert!(
         dropped > 0 && retransmitted > 0,
         "{name}: losses were repaired"
