@@ -62,6 +62,9 @@ pub struct ServeOptions {
     pub npcs: u32,
     /// Seed of the NPC script.
     pub seed: u64,
+    /// Side, in cells, of the square around the world's centre where
+    /// clients spawn (see [`DefaultRules::with_spawn_area`]).
+    pub spawn_area: u32,
     /// Max speed of every entity, units per second.
     pub max_speed: Fix,
     /// The world of a new data folder (an existing one keeps its journal's).
@@ -108,6 +111,7 @@ impl Default for ServeOptions {
             max_clients: 1024,
             npcs: 0,
             seed: 0,
+            spawn_area: rules::DEFAULT_SPAWN_AREA,
             max_speed: Fix::from_num(200),
             world: Config::default(),
             snapshot_every: 600,
@@ -270,7 +274,8 @@ pub fn serve_with(
     let storage = FileStorage::new(&opts.data_dir, opts.sync, KEEP_SNAPSHOTS)
         .discard_orphan_snapshots(opts.discard_snapshots);
     let storage = TimedStorage::new(storage, &opts.metrics);
-    let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
+    let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed)
+        .with_spawn_area(opts.spawn_area);
     let clock = Clock(std::time::Instant::now());
     // The Unix time of the clock's zero: how the protocol tells a token's
     // expiry (Unix seconds) from the `now` it is given.

@@ -42,6 +42,11 @@ pub(crate) struct ServeArgs {
     /// Fastest an entity may move, world units per second [default: 200].
     #[arg(long, value_name = "UNITS")]
     max_speed: Option<String>,
+    /// Clients spawn in a square this many cells across around the
+    /// world's centre, clamped to the world; the world's width spreads
+    /// them over it [default: 8].
+    #[arg(long, value_name = "CELLS", value_parser = clap::value_parser!(u32).range(1..))]
+    spawn_area: Option<u32>,
     /// Write a state snapshot every this many ticks, 0 for never [default: 600].
     #[arg(long, value_name = "TICKS")]
     snapshot_every: Option<u64>,
@@ -116,6 +121,7 @@ struct ServerDe {
     seed: Option<u64>,
     #[allow(dead_code)] // read from the source text instead, see `speed_text`
     max_speed: Option<toml::Value>,
+    spawn_area: Option<u32>,
     snapshot_every: Option<u64>,
     threads: Option<u32>,
     client_timeout: Option<f64>,
@@ -348,6 +354,12 @@ fn options(args: ServeArgs) -> Result<(ServeOptions, Option<SocketAddr>), Failur
     }
     if let Some(v) = args.seed.or(file.seed) {
         opts.seed = v;
+    }
+    if let Some(v) = args.spawn_area.or(file.spawn_area) {
+        if v == 0 {
+            return Err(Failure::new("[server] spawn_area 0: at least 1 cell"));
+        }
+        opts.spawn_area = v;
     }
     if let Some(v) = args.snapshot_every.or(file.snapshot_every) {
         opts.snapshot_every = v;

@@ -9,13 +9,16 @@ use tracing::info;
 
 use super::rules::{
     client_spawn, npc_move, npc_spawn, step_per_tick, Allowance, MoveLimits, CLIENT_ID_BASE,
+    DEFAULT_SPAWN_AREA,
 };
 use crate::node::{ClientHello, ClientInput, Refusal, Rules};
 
 /// Today's game rules of `lockgrid serve`, as a [`Rules`] implementation.
 ///
 /// - every Hello is admitted (there is no authentication);
-/// - a client's entity spawns as an observer at [`spawn_point`](super::rules::spawn_point),
+/// - a client's entity spawns as an observer at a point drawn from its id
+///   in the middle of the world ([`spawn_point_in`](super::rules::spawn_point_in),
+///   [`DEFAULT_SPAWN_AREA`] cells across unless [`with_spawn_area`](Self::with_spawn_area)),
 ///   or where it is when the client takes it back (its name's or token's
 ///   entity is alive: it is spawned again for the client's fresh view);
 /// - a client may only move its own entity, inside the world, at a speed
@@ -32,6 +35,7 @@ pub struct DefaultRules {
     step: i64,
     npcs: u32,
     seed: u64,
+    spawn_area: u32,
     allowances: BTreeMap<EntityId, Allowance>,
 }
 
@@ -48,8 +52,17 @@ impl DefaultRules {
             step: step_per_tick(max_speed, tick_rate),
             npcs,
             seed,
+            spawn_area: DEFAULT_SPAWN_AREA,
             allowances: BTreeMap::new(),
         }
+    }
+
+    /// Clients spawn in a square `cells` across around the world's centre
+    /// (clamped to the world): the default crowds them so that they meet;
+    /// the whole world's width spreads them as a live world's players are.
+    pub fn with_spawn_area(mut self, cells: u32) -> DefaultRules {
+        self.spawn_area = cells;
+        self
     }
 }
 
@@ -82,7 +95,7 @@ impl Rules for DefaultRules {
 
     fn spawn(&mut self, world: &World, entity: EntityId, _hello: &ClientHello<'_>) -> Spawn {
         // A client taking its entity back finds it where it was.
-        let mut spawn = client_spawn(world.config(), entity);
+        let mut spawn = client_spawn(world.config(), entity, self.spawn_area);
         if let Some(e) = world.entity(entity) {
             spawn.pos = e.pos;
         }

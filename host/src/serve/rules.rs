@@ -63,10 +63,21 @@ fn clamp_in(world: (i128, i128, i128, i128), x: i128, y: i128) -> Pos {
     )
 }
 
+/// Side, in cells, of the square around the world's centre where clients
+/// spawn by default: 8 × 8 cells, so that clients meet.
+pub const DEFAULT_SPAWN_AREA: u32 = 8;
+
 /// Where a client entity spawns: a point drawn from its id inside the middle
-/// of the world (at most 8 × 8 cells around the centre, so that clients
-/// meet). Bots compute their own start from it and the Welcome.
+/// of the world (at most [`DEFAULT_SPAWN_AREA`] cells across, around the
+/// centre). Bots compute their own start from it and the Welcome.
 pub fn spawn_point(world: &WorldParams, entity: EntityId) -> Pos {
+    spawn_point_in(world, entity, DEFAULT_SPAWN_AREA)
+}
+
+/// Where a client entity spawns when clients spawn in a square `area`
+/// cells across around the world's centre (clamped to the world; at least
+/// one unit).
+pub fn spawn_point_in(world: &WorldParams, entity: EntityId, area: u32) -> Pos {
     let ext = extent(
         world.origin,
         world.cell_size,
@@ -74,9 +85,9 @@ pub fn spawn_point(world: &WorldParams, entity: EntityId) -> Pos {
         world.height_cells,
     );
     let (lo_x, lo_y, hi_x, hi_y) = ext;
-    let cell = i128::from(world.cell_size.to_bits());
-    let half_x = ((hi_x - lo_x) / 2).min(4 * cell).max(1);
-    let half_y = ((hi_y - lo_y) / 2).min(4 * cell).max(1);
+    let half = i128::from(world.cell_size.to_bits()) * i128::from(area) / 2;
+    let half_x = ((hi_x - lo_x) / 2).min(half).max(1);
+    let half_y = ((hi_y - lo_y) / 2).min(half).max(1);
     let (cx, cy) = ((lo_x + hi_x) / 2, (lo_y + hi_y) / 2);
     let r = mix(entity ^ 0x5eed_5ba7_0000_0001);
     // Whole units (raw multiples of 2^16) keep the printed positions short.
@@ -88,11 +99,12 @@ pub fn spawn_point(world: &WorldParams, entity: EntityId) -> Pos {
     clamp_in(ext, cx - half_x + dx, cy - half_y + dy)
 }
 
-/// The spawn of a client's observer entity.
-pub fn client_spawn(config: &Config, entity: EntityId) -> Spawn {
+/// The spawn of a client's observer entity, in a square `area` cells
+/// across around the world's centre (see [`spawn_point_in`]).
+pub fn client_spawn(config: &Config, entity: EntityId, area: u32) -> Spawn {
     Spawn::observer(
         entity,
-        spawn_point(&WorldParams::from(config), entity),
+        spawn_point_in(&WorldParams::from(config), entity, area),
         config.cell_size,
     )
 }
