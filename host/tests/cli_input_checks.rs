@@ -318,3 +318,13 @@ fn serve_refuses(flag: &str, value: &str) -> String {
     assert!(!out.status.success(), "serve {flag} {value} started");
     stderr(&out)
 }
+
+#[test]
+fn a_zero_spawn_area_is_a_config_error_naming_the_key() {
+    let message = served_world("[server]\nspawn_area = 0\n").expect_err("refused");
+    assert!(
+        message.contains("[server] spawn_area 0: at least 1 cell"),
+        "{message}"
+    );
+    served_world("[server]\nspawn_area = 64\n").expect("a world-wide spawn area serves");
+}

@@ -361,6 +361,35 @@ mod tests {
     }
 
     #[test]
+    fn the_spawn_area_bounds_where_clients_spawn() {
+        // A 64 × 64-cell world of 100-unit cells, centre (3200, 3200).
+        let params = WorldParams::from(&Config::default());
+        let spread = |area| {
+            let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+            for id in 0..2_000 {
+                let p = spawn_point_in(&params, id, area);
+                for v in [p.x.to_bits() >> 16, p.y.to_bits() >> 16] {
+                    lo = lo.min(v);
+                    hi = hi.max(v);
+                }
+            }
+            (lo, hi)
+        };
+        // The default square: 8 cells across the centre.
+        let (lo, hi) = spread(DEFAULT_SPAWN_AREA);
+        assert!(lo >= 2_800 && hi < 3_600, "{lo}..{hi}");
+        assert!(lo < 2_850 && hi > 3_550, "{lo}..{hi}");
+        assert_eq!(spawn_point(&params, 7), spawn_point_in(&params, 7, 8));
+        // One cell.
+        let (lo, hi) = spread(1);
+        assert!(lo >= 3_150 && hi < 3_250, "{lo}..{hi}");
+        // Wider than the world: clamped to it, and over all of it.
+        let (lo, hi) = spread(1_000);
+        assert!(lo >= 0 && hi < 6_400, "{lo}..{hi}");
+        assert!(lo < 100 && hi > 6_300, "{lo}..{hi}");
+    }
+
+    #[test]
     fn move_checks() {
         let config = Config::default();
         let limits = MoveLimits {
