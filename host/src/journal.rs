@@ -24,6 +24,7 @@
 mod error;
 pub(crate) mod format;
 mod reader;
+mod syncer;
 mod tail;
 mod writer;
 

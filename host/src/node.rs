@@ -759,9 +759,14 @@ where
             &mut self.events,
             &Threads::new(self.config.threads),
         );
-        // Durable before anything about the tick goes out.
+        // Durable before anything about the tick goes out. The tick is
+        // routed and encoded while the storage writes: that sends nothing
+        // (the driver drains poll_transmit after this returns), and a
+        // failed sync stops the node, which then sends nothing.
         self.storage
             .append(report.tick, &self.commands, report.digest)?;
+        self.storage.start_sync()?;
+        self.release(now, &report);
         self.storage.sync()?;
         self.stats.ticks_run += 1;
         self.stats.events += report.events;
@@ -770,7 +775,6 @@ where
         if every > 0 && report.tick.is_multiple_of(every) {
             self.snapshot();
         }
-        self.release(now, &report);
         Ok(report)
     }
 

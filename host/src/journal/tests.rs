@@ -377,3 +377,36 @@ fn a_tail_crafted_to_look_like_records_everywhere_is_refused_not_scanned_forever
     );
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "file was modified");
 }
+
+#[test]
+fn a_sync_started_early_finishes_in_sync_under_every_policy() {
+    let every_third = SyncPolicy::EveryTicks(std::num::NonZeroU32::new(3).unwrap());
+    for policy in [SyncPolicy::EveryTick, every_third, SyncPolicy::Never] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.lgj");
+        let mut j = Journal::create(&path, &Config::default(), policy).unwrap();
+        let mut tick = 0;
+        while tick < 20 {
+            tick += 1;
+            j.append(tick, &commands(tick), tick * 1000).unwrap();
+            j.start_sync().unwrap();
+            // Started twice: the second has nothing more to cover.
+            j.start_sync().unwrap();
+            if tick % 4 == 0 {
+                // A tick appended while a sync is under way: `sync` covers
+                // it too, with a second sync of its own.
+                tick += 1;
+                j.append(tick, &commands(tick), tick * 1000).unwrap();
+            }
+            j.sync().unwrap();
+        }
+        // A started sync left unfinished is finished by close.
+        tick += 1;
+        j.append(tick, &commands(tick), tick * 1000).unwrap();
+        j.start_sync().unwrap();
+        j.close().unwrap();
+        let (_, report) = Journal::open(&path, policy).unwrap();
+        assert_eq!(report.last_tick, tick, "{policy:?}");
+        assert_eq!(report.truncated, None, "{policy:?}");
+    }
+}

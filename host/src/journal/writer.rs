@@ -10,6 +10,7 @@ use lockgrid_kernel::{Command, Config};
 use super::error::{JournalError, TornTail};
 use super::format::{encode_header, encode_record, payload_len, MAX_PAYLOAD};
 use super::reader::JournalReader;
+use super::syncer::Syncer;
 
 /// When [`Journal::sync`] forces appended ticks to stable storage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +42,9 @@ pub struct OpenReport {
 ///
 /// A server loop calls [`append`](Journal::append) with the tick's commands
 /// (in the order applied) and the resulting digest, then
-/// [`sync`](Journal::sync), and only then sends the tick's results.
+/// [`sync`](Journal::sync), and only then sends the tick's results. Between
+/// the two it may call [`start_sync`](Journal::start_sync) and do other
+/// work (encode the tick's packets, say) while the disk writes.
 pub struct Journal {
     file: File,
     path: PathBuf,
@@ -51,6 +54,11 @@ pub struct Journal {
     end: u64,
     last_tick: u64,
     unsynced: u32,
+    /// Ticks the sync begun by [`start_sync`](Journal::start_sync) covers
+    /// (0: none is under way).
+    in_flight: u32,
+    /// Made at the first [`start_sync`](Journal::start_sync).
+    syncer: Option<Syncer>,
     poisoned: bool,
     buf: Vec<u8>,
 }
@@ -87,6 +95,8 @@ impl Journal {
             end: header.len() as u64,
             last_tick: 0,
             unsynced: 0,
+            in_flight: 0,
+            syncer: None,
             poisoned: false,
             buf: Vec::new(),
         })
@@ -119,6 +129,8 @@ impl Journal {
                 end: reader.offset(),
                 last_tick: reader.last_tick(),
                 unsynced: 0,
+                in_flight: 0,
+                syncer: None,
                 poisoned: false,
                 buf: Vec::new(),
             },
@@ -182,16 +194,56 @@ impl Journal {
         Ok(())
     }
 
-    /// Makes appended ticks durable as the [`SyncPolicy`] says.
+    /// Makes appended ticks durable as the [`SyncPolicy`] says, finishing
+    /// the sync [`start_sync`](Journal::start_sync) began.
     pub fn sync(&mut self) -> Result<(), JournalError> {
-        let due = match self.policy {
+        if self.in_flight > 0 {
+            self.finish_sync()?;
+        }
+        if self.sync_due() {
+            self.sync_now()?;
+        }
+        Ok(())
+    }
+
+    /// Begins the sync that [`sync`](Journal::sync) would do, on the
+    /// journal's sync thread, and returns at once; `sync` then waits for it
+    /// to end. What it covers is every tick appended so far. Without a
+    /// thread (it could not be started) `sync` does the work itself.
+    pub fn start_sync(&mut self) -> Result<(), JournalError> {
+        if self.poisoned {
+            return Err(JournalError::Poisoned);
+        }
+        if self.in_flight > 0 || !self.sync_due() {
+            return Ok(());
+        }
+        if self.syncer.is_none() {
+            // A duplicate descriptor: syncing it syncs the journal's file.
+            self.syncer = self.file.try_clone().and_then(Syncer::spawn).ok();
+        }
+        if self.syncer.as_ref().is_some_and(Syncer::start) {
+            self.in_flight = self.unsynced;
+        }
+        Ok(())
+    }
+
+    fn sync_due(&self) -> bool {
+        match self.policy {
             SyncPolicy::EveryTick => self.unsynced > 0,
             SyncPolicy::EveryTicks(n) => self.unsynced >= n.get(),
             SyncPolicy::Never => false,
-        };
-        if due {
-            self.sync_now()?;
         }
+    }
+
+    /// Waits for the sync under way; the ticks it covered are durable.
+    fn finish_sync(&mut self) -> Result<(), JournalError> {
+        let covered = std::mem::take(&mut self.in_flight);
+        let result = match &self.syncer {
+            Some(s) => s.finish(),
+            None => Ok(()),
+        };
+        result?;
+        self.unsynced -= covered.min(self.unsynced);
         Ok(())
     }
 
@@ -199,6 +251,10 @@ impl Journal {
     pub fn sync_now(&mut self) -> Result<(), JournalError> {
         if self.poisoned {
             return Err(JournalError::Poisoned);
+        }
+        if self.in_flight > 0 {
+            // Its result does not matter: this sync covers it.
+            let _ = self.finish_sync();
         }
         self.file.sync_data()?;
         self.unsynced = 0;

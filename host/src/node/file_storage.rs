@@ -139,6 +139,10 @@ impl Storage for FileStorage {
         Ok(self.journal()?.sync()?)
     }
 
+    fn start_sync(&mut self) -> Result<(), StorageError> {
+        Ok(self.journal()?.start_sync()?)
+    }
+
     fn write_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), StorageError> {
         // The writer recreates a missing folder and says which step failed.
         write_snapshot(&snapshot_dir(&self.dir), snapshot)?;

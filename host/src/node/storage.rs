@@ -55,8 +55,17 @@ pub trait Storage {
     /// Not yet durable.
     fn append(&mut self, tick: u64, commands: &[Command], digest: u64) -> Result<(), StorageError>;
 
-    /// Makes every appended tick durable.
+    /// Makes every appended tick durable, finishing what
+    /// [`start_sync`](Self::start_sync) began.
     fn sync(&mut self) -> Result<(), StorageError>;
+
+    /// Begins making every appended tick durable, for [`sync`](Self::sync)
+    /// to finish: the node routes and encodes the tick (sending nothing)
+    /// in between, so a storage that can wait for its disk elsewhere hides
+    /// that wait. By default nothing happens here and `sync` does it all.
+    fn start_sync(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
 
     /// Stores a snapshot (replacing one of the same tick) and may drop old ones.
     fn write_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), StorageError>;
