@@ -7,12 +7,11 @@ use core::fmt;
 use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
-use crate::batch::{encode_part_with_resets, retain_updates};
 use crate::budget::{membership_bytes, BudgetStats, Pacer};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
-    write_refused, ClientLimits, Frame, InputEntry, InputScratch, TickBatch, Welcome, WorldParams,
+    write_refused, ClientLimits, Frame, InputEntry, InputScratch, Welcome, WorldParams,
     MAX_COMMANDS_PER_INPUT,
 };
 use crate::packet::{peek_version, Header, Parsed, HEADER_LEN, MIN_INITIAL_LEN, VERSION};
@@ -26,6 +25,9 @@ use crate::used_tokens::UsedTokens;
 use crate::view::View;
 use crate::wire::Writer;
 use crate::Transmit;
+use backlog::{Backlog, Split, FIRST_PARTS};
+
+mod backlog;
 
 /// A connection's id, as carried in every packet header after the Welcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -198,135 +200,29 @@ impl fmt::Display for ConnError {
 
 impl core::error::Error for ConnError {}
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PartState {
-    Unsent,
-    InFlight(u32),
-    Acked,
-}
-
-/// One part of a pending tick: its payload is `bytes[start..start + len]`
-/// of the tick.
-#[derive(Debug)]
-struct PendingPart {
-    start: usize,
-    len: usize,
-    state: PartState,
-    /// Where its update section starts, from `start`.
-    updates_at: usize,
-    /// With a budget: the subjects it updates are
-    /// `updated[first..first + count]` of its tick.
-    first: usize,
-    count: usize,
-}
-
-/// One tick's parts for one connection, until every part is acknowledged.
-/// Its vectors are reused (see [`Spare`]), so a steady tick allocates nothing.
-#[derive(Debug, Default)]
-struct PendingTick {
-    tick: u64,
-    digest: u64,
-    /// The parts' payloads, one after another.
-    bytes: Vec<u8>,
-    parts: Vec<PendingPart>,
-    /// With a budget: the subjects each part updates (see [`PendingPart`]).
-    updated: Vec<EntityId>,
-    unacked: usize,
-}
-
-impl PendingTick {
-    fn payload(&self, p: &PendingPart) -> &[u8] {
-        &self.bytes[p.start..p.start + p.len]
-    }
-
-    /// Before part `k` is sent again: drops the Updates the pacer says a
-    /// newer state superseded (see `Pacer::resend_keeps`), so that a
-    /// resent part never takes a client back to a stale state; the pacer
-    /// sends each such subject its newest state later, as a reset. Returns
-    /// by how many bytes the part shrank.
-    fn supersede(&mut self, k: usize, pacer: &mut Pacer, scratch: &mut Vec<u8>) -> usize {
-        let Some(p) = self.parts.get_mut(k) else {
-            return 0;
-        };
-        let updated = &mut self.updated[p.first..p.first + p.count];
-        let part = k as u16;
-        let keep = |n: usize| {
-            updated
-                .get(n)
-                .is_some_and(|&s| pacer.resend_keeps(self.tick, part, s))
-        };
-        if updated.is_empty() || (0..updated.len()).all(keep) {
-            return 0;
-        }
-        let bytes = &mut self.bytes[p.start..p.start + p.len];
-        let Ok(len) = retain_updates(bytes, p.updates_at, scratch, keep) else {
-            return 0;
-        };
-        // Which subjects were dropped, before the pacer hears of it.
-        let mut kept = 0;
-        for n in 0..updated.len() {
-            let s = updated[n];
-            if pacer.resend_keeps(self.tick, part, s) {
-                updated[kept] = s;
-                kept += 1;
-            } else {
-                pacer.superseded(self.tick, part, s);
-            }
-        }
-        p.count = kept;
-        let shrunk = p.len - len;
-        p.len = len;
-        shrunk
-    }
-}
-
-/// Emptied buffers a connection reuses instead of allocating each tick:
-/// acknowledged ticks (with their payload and part vectors) and the
-/// records of packets whose fate is known. A connection holds at most as
-/// many ticks, pending and spare, as it ever had pending at once (bounded
-/// by [`ServerConfig::max_unacked_ticks`]), and as many packet records as
-/// its sent log ever held.
+/// The records of packets whose fate is known, emptied, which a connection
+/// reuses instead of allocating each packet: as many as its sent log ever
+/// held.
 #[derive(Debug, Default)]
 struct Spare {
-    ticks: Vec<PendingTick>,
     sent: Vec<SentData>,
-    /// Scratch for rewriting a part's update section.
-    rewrite: Vec<u8>,
 }
 
 /// Leaves and Enters a connection's shadow view has room for in one part
 /// from the start, so that a crowd's churn seldom grows it.
 const SHADOW_CHURN: usize = 64;
 
-/// Parts a new pending tick and a new packet record have room for, so
-/// that most never grow.
-const FIRST_PARTS: usize = 8;
-
 /// Refusals a new packet record has room for: a client whose moves the
 /// rules refuse hears of one or two a tick.
 const FIRST_REFUSALS: usize = 4;
 
 impl Spare {
-    fn tick(&mut self) -> PendingTick {
-        self.ticks.pop().unwrap_or_else(|| PendingTick {
-            parts: Vec::with_capacity(FIRST_PARTS),
-            ..PendingTick::default()
-        })
-    }
-
     fn sent(&mut self) -> SentData {
         self.sent.pop().unwrap_or_else(|| SentData {
             parts: Vec::with_capacity(FIRST_PARTS),
             refused: Vec::with_capacity(FIRST_REFUSALS),
             ..SentData::default()
         })
-    }
-
-    fn put_tick(&mut self, mut t: PendingTick) {
-        t.bytes.clear();
-        t.parts.clear();
-        t.updated.clear();
-        self.ticks.push(t);
     }
 
     fn put_sent(&mut self, mut d: SentData) {
@@ -379,11 +275,7 @@ struct Conn<A> {
     limits: ClientLimits,
     /// Refusals not yet carried by a packet, oldest first.
     refusals: VecDeque<RefusedInput>,
-    pending: VecDeque<PendingTick>,
-    pending_bytes: usize,
-    /// Parts of `pending` waiting to be sent ([`PartState::Unsent`]), so
-    /// that whether the connection has something to send costs O(1).
-    unsent: u32,
+    backlog: Backlog,
     /// Whether the connection's id is in [`Server::ready`].
     ready: bool,
     spare: Spare,
@@ -677,7 +569,7 @@ impl<A: Clone + Ord> Server<A> {
 
     /// Ticks sent to `conn` but not yet acknowledged.
     pub fn unacked_ticks(&self, conn: ConnId) -> Option<usize> {
-        self.conns.get(&conn.0).map(|c| c.pending.len())
+        self.conns.get(&conn.0).map(|c| c.backlog.ticks())
     }
 
     /// The last tick pushed.
@@ -744,7 +636,7 @@ impl<A: Clone + Ord> Server<A> {
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
         }
-        c.pending.clear();
+        c.backlog.clear();
         if self.stateless.len() >= self.config.max_stateless_replies {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
@@ -1021,20 +913,14 @@ impl<A: Clone + Ord> Server<A> {
             spawn: None,
             limits: ClientLimits::NONE,
             refusals: VecDeque::new(),
-            pending: VecDeque::new(),
-            pending_bytes: 0,
-            unsent: 0,
+            // A part is at most a packet: a resent part's rewrite (with a
+            // budget) never grows past it.
+            backlog: Backlog::new(match self.config.budget_bytes_per_sec {
+                Some(_) => self.config.mtu,
+                None => 0,
+            }),
             ready: false,
-            spare: Spare {
-                // A part is at most a packet: a resent part's rewrite
-                // never grows it.
-                rewrite: if self.config.budget_bytes_per_sec.is_some() {
-                    Vec::with_capacity(self.config.mtu)
-                } else {
-                    Vec::new()
-                },
-                ..Spare::default()
-            },
+            spare: Spare::default(),
             pacer: None,
             stats: ConnStats {
                 packets_received: 1,
@@ -1102,7 +988,7 @@ impl<A: Clone + Ord> Server<A> {
                         }
                     }
                 }
-                Frame::Ack { tick } => c.ack_through(tick),
+                Frame::Ack { tick } => c.backlog.ack_through(tick),
                 Frame::Ping { stamp } => c.pong_due = Some(stamp),
                 Frame::Bye => {
                     close = Some(DisconnectReason::Closed);
@@ -1284,14 +1170,16 @@ impl<A: Clone + Ord> Server<A> {
         } else {
             0
         };
-        let budget = self.config.part_budget() - overhead;
-        let max_parts = usize::from(self.config.max_parts_per_tick);
+        let split = Split {
+            budget: self.config.part_budget() - overhead,
+            max_parts: usize::from(self.config.max_parts_per_tick),
+        };
         let pace = PaceParams {
             bytes_per_sec: self.config.budget_bytes_per_sec,
             tick: self.config.tick_interval,
             cell: self.world.cell_size.to_bits(),
             packet: HEADER_LEN + overhead,
-            part_budget: budget,
+            part_budget: split.budget,
             mtu: self.config.mtu,
         };
         let mut closing = Vec::new();
@@ -1326,7 +1214,7 @@ impl<A: Clone + Ord> Server<A> {
                     tick,
                     entity,
                     at,
-                    &c.pending,
+                    &c.backlog,
                     &c.shadow,
                     &mut self.route,
                 );
@@ -1336,16 +1224,19 @@ impl<A: Clone + Ord> Server<A> {
             } else {
                 &views[v0..v1]
             };
-            match c.queue_tick(tick, digest, mine, budget, max_parts) {
+            match c
+                .backlog
+                .queue(tick, digest, mine, &mut c.shadow, &mut c.pacer, split)
+            {
                 Ok(()) => wake(&mut self.ready, c),
                 Err(reason) => {
                     closing.push((id, reason));
                     continue;
                 }
             }
-            if let Some(front) = c.pending.front() {
-                if tick - front.tick >= u64::from(self.config.max_unacked_ticks)
-                    || c.pending_bytes > self.config.max_pending_bytes
+            if let Some(oldest) = c.backlog.oldest() {
+                if tick - oldest >= u64::from(self.config.max_unacked_ticks)
+                    || c.backlog.bytes() > self.config.max_pending_bytes
                 {
                     closing.push((id, DisconnectReason::TooFarBehind));
                 }
@@ -1505,7 +1396,7 @@ impl<A: Clone + Ord> Server<A> {
             };
             c.ready = false;
             #[cfg(debug_assertions)]
-            assert_eq!(c.unsent, c.count_unsent(), "unsent parts miscounted");
+            c.backlog.check_counts();
             if c.wants_send(now, ack_delay) {
                 return Some(id);
             }
@@ -1566,9 +1457,7 @@ impl<A: Clone + Ord> Server<A> {
                 let rto = c.rtt.rto(ack_delay);
                 let Conn {
                     sent,
-                    pending,
-                    pending_bytes,
-                    unsent,
+                    backlog,
                     refusals,
                     stats,
                     spare,
@@ -1576,17 +1465,7 @@ impl<A: Clone + Ord> Server<A> {
                     ..
                 } = &mut *c;
                 sent.on_timeout(now, rto, |fate, data| {
-                    packet_fate(
-                        pending,
-                        pending_bytes,
-                        unsent,
-                        refusals,
-                        stats,
-                        spare,
-                        pacer,
-                        fate,
-                        data,
-                    )
+                    packet_fate(backlog, refusals, stats, spare, pacer, fate, data)
                 });
                 self.timers.set(c.timer, c.deadline(&self.config));
                 wake(&mut self.ready, c);
@@ -1601,11 +1480,8 @@ impl<A: Clone + Ord> Server<A> {
 
 /// Acts on what became of a packet: its parts and refusals are
 /// acknowledged, or to be sent again; its record is kept for reuse.
-#[allow(clippy::too_many_arguments)]
 fn packet_fate(
-    pending: &mut VecDeque<PendingTick>,
-    pending_bytes: &mut usize,
-    unsent: &mut u32,
+    backlog: &mut Backlog,
     refusals: &mut VecDeque<RefusedInput>,
     stats: &mut ConnStats,
     spare: &mut Spare,
@@ -1613,16 +1489,7 @@ fn packet_fate(
     fate: Fate,
     data: SentData,
 ) {
-    part_fate(
-        pending,
-        pending_bytes,
-        unsent,
-        stats,
-        spare,
-        pacer,
-        fate,
-        &data,
-    );
+    stats.parts_retransmitted += backlog.settle(fate, data.seq, &data.parts, pacer);
     refusal_fate(refusals, stats, fate, &data);
     spare.put_sent(data);
 }
@@ -1633,15 +1500,6 @@ fn wake<A>(ready: &mut VecDeque<u32>, c: &mut Conn<A>) {
     if !c.ready {
         c.ready = true;
         ready.push_back(c.id.0);
-    }
-}
-
-/// Drops the fully acknowledged ticks at the front, keeping their buffers.
-fn pop_acked(pending: &mut VecDeque<PendingTick>, spare: &mut Spare) {
-    while pending.front().is_some_and(|t| t.unacked == 0) {
-        if let Some(t) = pending.pop_front() {
-            spare.put_tick(t);
-        }
     }
 }
 
@@ -1669,7 +1527,7 @@ fn pace_updates(
     tick: u64,
     observer: EntityId,
     at: Option<Pos>,
-    pending: &VecDeque<PendingTick>,
+    backlog: &Backlog,
     shadow: &View,
     route: &mut Vec<Event>,
 ) {
@@ -1680,12 +1538,7 @@ fn pace_updates(
     let level = pacer.refill();
     // What must go before any Update: parts awaiting resend, this tick's
     // rejections, Leaves and Enters, one packet around them.
-    let resend: usize = pending
-        .iter()
-        .flat_map(|t| t.parts.iter())
-        .filter(|p| p.state == PartState::Unsent)
-        .map(|p| p.len + TICK_BATCH_OVERHEAD)
-        .sum();
+    let resend = backlog.unsent_bytes();
     let must = membership_bytes(&route[..membership], shadow.len())
         + resend
         + pace.packet
@@ -1706,58 +1559,6 @@ fn pace_updates(
     }
     route.truncate(membership);
     pacer.choose(observer, room, at, pace.cell, route);
-}
-
-/// Marks the parts a packet carried as acknowledged or to be sent again.
-#[allow(clippy::too_many_arguments)]
-fn part_fate(
-    pending: &mut VecDeque<PendingTick>,
-    pending_bytes: &mut usize,
-    unsent: &mut u32,
-    stats: &mut ConnStats,
-    spare: &mut Spare,
-    pacer: &mut Option<Pacer>,
-    fate: Fate,
-    data: &SentData,
-) {
-    let Some(first) = pending.front().map(|t| t.tick) else {
-        return;
-    };
-    for &(tick, part) in &data.parts {
-        let Some(t) = tick
-            .checked_sub(first)
-            .and_then(|i| usize::try_from(i).ok())
-            .and_then(|i| pending.get_mut(i))
-        else {
-            continue;
-        };
-        let k = usize::from(part);
-        let Some(p) = t.parts.get_mut(k) else {
-            continue;
-        };
-        match (fate, p.state) {
-            (_, PartState::Acked) => {}
-            (Fate::Acked, state) => {
-                *unsent -= u32::from(state == PartState::Unsent);
-                p.state = PartState::Acked;
-                *pending_bytes -= p.len;
-                t.unacked -= 1;
-            }
-            (Fate::Lost, PartState::InFlight(s)) if s == data.seq => {
-                p.state = PartState::Unsent;
-                *unsent += 1;
-                stats.parts_retransmitted += 1;
-                // With a budget a part is never resent with Updates that
-                // may have been superseded: they are dropped, and each
-                // subject's newest state goes in a later tick instead.
-                if let Some(pacer) = pacer.as_mut() {
-                    *pending_bytes -= t.supersede(k, pacer, &mut spare.rewrite);
-                }
-            }
-            (Fate::Lost, _) => {}
-        }
-    }
-    pop_acked(pending, spare);
 }
 
 /// Counts the refusals a packet carried as told, or queues them again
@@ -1800,9 +1601,7 @@ impl<A> Conn<A> {
         let Conn {
             sent,
             rtt,
-            pending,
-            pending_bytes,
-            unsent,
+            backlog,
             refusals,
             stats,
             spare,
@@ -1810,36 +1609,8 @@ impl<A> Conn<A> {
             ..
         } = self;
         sent.on_ack(ack, bits, now, rtt, |fate, data| {
-            packet_fate(
-                pending,
-                pending_bytes,
-                unsent,
-                refusals,
-                stats,
-                spare,
-                pacer,
-                fate,
-                data,
-            )
+            packet_fate(backlog, refusals, stats, spare, pacer, fate, data)
         });
-    }
-
-    /// The client applied every tick up to `tick`: nothing before it needs resending.
-    fn ack_through(&mut self, tick: u64) {
-        for t in self.pending.iter_mut() {
-            if t.tick > tick {
-                break;
-            }
-            for p in t.parts.iter_mut() {
-                if p.state != PartState::Acked {
-                    self.unsent -= u32::from(p.state == PartState::Unsent);
-                    p.state = PartState::Acked;
-                    self.pending_bytes -= p.len;
-                }
-            }
-            t.unacked = 0;
-        }
-        pop_acked(&mut self.pending, &mut self.spare);
     }
 
     /// Hands the host each input it has not had yet, in order.
@@ -1906,83 +1677,13 @@ impl<A> Conn<A> {
         }
     }
 
-    /// Encodes this connection's events of one tick into parts.
-    fn queue_tick(
-        &mut self,
-        tick: u64,
-        digest: u64,
-        events: &[Event],
-        budget: usize,
-        max_parts: usize,
-    ) -> Result<(), DisconnectReason> {
-        // Parts are encoded straight into the tick's reused payload buffer.
-        let mut t = self.spare.tick();
-        let mut rest = events;
-        loop {
-            if t.parts.len() >= max_parts {
-                self.spare.put_tick(t);
-                return Err(DisconnectReason::LimitReached);
-            }
-            let start = t.bytes.len();
-            t.bytes.resize(start + budget, 0);
-            let resets = self.pacer.as_ref().map_or(&[][..], Pacer::resets);
-            let Ok(p) =
-                encode_part_with_resets(rest, &mut self.shadow, &mut t.bytes[start..], resets)
-            else {
-                self.spare.put_tick(t);
-                return Err(DisconnectReason::Desync);
-            };
-            t.bytes.truncate(start + p.len);
-            let first = t.updated.len();
-            if let Some(pacer) = self.pacer.as_mut() {
-                // The view's staged updates are this part's, by index
-                // into the view as it now is.
-                let entries = &self.shadow.entries;
-                t.updated.extend(
-                    self.shadow
-                        .scratch
-                        .updates
-                        .iter()
-                        .filter_map(|&(j, _)| entries.get(j).map(|e| e.0)),
-                );
-                pacer.sent_in(tick, t.parts.len() as u16, &t.updated[first..]);
-            }
-            t.parts.push(PendingPart {
-                start,
-                len: p.len,
-                state: PartState::Unsent,
-                updates_at: p.updates_at,
-                first,
-                count: t.updated.len() - first,
-            });
-            self.pending_bytes += p.len;
-            rest = &rest[p.consumed..];
-            if rest.is_empty() {
-                break;
-            }
-        }
-        t.tick = tick;
-        t.digest = digest;
-        t.unacked = t.parts.len();
-        self.unsent += t.parts.len() as u32;
-        self.pending.push_back(t);
-        Ok(())
-    }
-
     fn wants_send(&self, now: Instant, ack_delay: core::time::Duration) -> bool {
         self.entity.is_some()
             && (self.welcome_due
                 || self.pong_due.is_some()
                 || !self.refusals.is_empty()
                 || self.ack_due.is_some_and(|t| now >= t + ack_delay)
-                || self.unsent > 0)
-    }
-
-    /// [`Conn::unsent`] counted from the parts: the check that it is kept.
-    #[cfg(debug_assertions)]
-    fn count_unsent(&self) -> u32 {
-        let parts = self.pending.iter().flat_map(|t| t.parts.iter());
-        parts.filter(|p| p.state == PartState::Unsent).count() as u32
+                || self.backlog.has_unsent())
     }
 
     /// Fills one packet: Welcome, Pong, then unsent parts oldest first.
@@ -2028,35 +1729,7 @@ impl<A> Conn<A> {
         }
         let mut data = self.spare.sent();
         data.seq = seq;
-        'fill: for t in self.pending.iter_mut() {
-            if self.unsent == 0 {
-                break;
-            }
-            let parts = t.parts.len() as u16;
-            for k in 0..t.parts.len() {
-                let p = &t.parts[k];
-                if p.state != PartState::Unsent {
-                    continue;
-                }
-                let mark = w.pos();
-                Frame::TickBatch(TickBatch {
-                    tick: t.tick,
-                    part: k as u16,
-                    parts,
-                    digest: t.digest,
-                    payload: t.payload(p),
-                })
-                .write_infallible(&mut w);
-                if w.pos() > cap {
-                    w.rewind(mark);
-                    break 'fill;
-                }
-                t.parts[k].state = PartState::InFlight(seq);
-                self.unsent -= 1;
-                data.parts.push((t.tick, k as u16));
-                eliciting = true;
-            }
-        }
+        eliciting |= self.backlog.fill(&mut w, cap, seq, &mut data.parts);
         // Refusals fill what the parts left, oldest first.
         // The packet's record holds them, so that a loss queues them again.
         let n = self.refusals.len().min(MAX_REFUSALS_PER_FRAME);
@@ -2077,9 +1750,7 @@ impl<A> Conn<A> {
         if eliciting {
             let Conn {
                 sent,
-                pending,
-                pending_bytes,
-                unsent,
+                backlog,
                 refusals,
                 stats,
                 spare,
@@ -2087,17 +1758,7 @@ impl<A> Conn<A> {
                 ..
             } = self;
             sent.push(seq, now, data, |fate, d| {
-                packet_fate(
-                    pending,
-                    pending_bytes,
-                    unsent,
-                    refusals,
-                    stats,
-                    spare,
-                    pacer,
-                    fate,
-                    d,
-                )
+                packet_fate(backlog, refusals, stats, spare, pacer, fate, d)
             });
         } else {
             self.spare.put_sent(data);
