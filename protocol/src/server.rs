@@ -1011,7 +1011,12 @@ impl<A: Clone + Ord> Server<A> {
             c.ack_due = Some(now);
         }
         self.timers.set(c.timer, c.deadline(&self.config));
-        wake(&mut self.ready, c);
+        // A packet that leaves nothing to send now (a pure acknowledgement,
+        // or an acknowledgement not yet due: its deadline wakes it) does
+        // not queue its connection.
+        if c.wants_send(now, self.config.max_ack_delay) {
+            wake(&mut self.ready, c);
+        }
         if let Some(reason) = close {
             self.close(id, reason);
         }
