@@ -4,7 +4,8 @@
 //! input each a tick), the delivery of those inputs (`poll_event`,
 //! `input_commands`) and the refusal of one in five (`refuse_input`, told
 //! in Refused frames) for hundreds of ticks of walking NPCs seen by
-//! acknowledging clients, with and without a bandwidth budget, on a link
+//! acknowledging clients, with and without a bandwidth budget, with and
+//! without connect tokens (every packet sealed both ways), on a link
 //! that loses one of the server's datagrams a tick (so parts are sent
 //! again).
 //!
@@ -21,10 +22,12 @@ mod common;
 use std::alloc::System;
 
 use common::crowd::{config, Layout, Walkers};
+use common::lan::{key, server_socket, PROTOCOL_ID, UNIX_AT_ZERO};
 use lockgrid_kernel::{Command, EntityId, Fix, Move, Spawn, World};
+use lockgrid_protocol::token::{ConnectToken, TokenParams};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientLimits, InputRefusal, Instant, Server, ServerConfig, ServerEvent,
-    WorldParams, DEFAULT_MTU,
+    ServerSecurity, WorldParams, DEFAULT_MTU,
 };
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -35,29 +38,61 @@ const CLIENTS: usize = 60;
 const WARM_UP: u64 = 600;
 const MEASURED: u64 = 300;
 
+/// The entity of the client at address `i`.
+fn client_entity(i: u32) -> EntityId {
+    100_000 + u64::from(i)
+}
+
+/// A client at address `i`: with a connect token for its entity when the
+/// server is `sealed` (every packet then sealed both ways).
+fn client(i: usize, sealed: bool) -> Client<u32> {
+    let now = Instant::from_micros(1);
+    if !sealed {
+        return Client::new(ClientConfig::default(), 0, b"", i as u64, now).expect("valid config");
+    }
+    let servers = [server_socket()];
+    let params = TokenParams {
+        protocol_id: PROTOCOL_ID,
+        create_unix_secs: UNIX_AT_ZERO,
+        expire_unix_secs: UNIX_AT_ZERO + 600,
+        client_id: client_entity(i as u32),
+        server_addresses: &servers,
+        user_data: b"",
+    };
+    let mut seed = i as u8;
+    let token = ConnectToken::generate(&key(), &params, |b| {
+        for x in b {
+            seed = seed.wrapping_mul(31).wrapping_add(7);
+            *x = seed;
+        }
+    })
+    .expect("valid token");
+    Client::with_token(ClientConfig::default(), 0, &token, now).expect("valid config")
+}
+
 /// Runs one server and fails on any allocation in its measured ticks.
-fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budget: Option<u32>) {
+fn steady_state_is_allocation_free(
+    name: &str,
+    layout: Layout,
+    npcs: usize,
+    budget: Option<u32>,
+    sealed: bool,
+) {
     let cfg = config();
     let mut world = World::new(cfg).expect("valid config");
     let server_config = ServerConfig {
         budget_bytes_per_sec: budget,
         ..ServerConfig::default()
     };
-    let mut server: Server<u32> =
-        Server::new(server_config, WorldParams::from(&cfg)).expect("valid config");
+    let params = WorldParams::from(&cfg);
+    let mut server: Server<u32> = if sealed {
+        let security = ServerSecurity::new(key(), PROTOCOL_ID, vec![server_socket()], UNIX_AT_ZERO);
+        Server::with_security(server_config, params, security).expect("valid config")
+    } else {
+        Server::new(server_config, params).expect("valid config")
+    };
     let mut walkers = Walkers::new(layout, npcs, 3);
-    let mut clients: Vec<Client<u32>> = (0..CLIENTS)
-        .map(|i| {
-            Client::new(
-                ClientConfig::default(),
-                0,
-                b"",
-                i as u64,
-                Instant::from_micros(1),
-            )
-            .expect("valid config")
-        })
-        .collect();
+    let mut clients: Vec<Client<u32>> = (0..CLIENTS).map(|i| client(i, sealed)).collect();
     let mut commands = walkers.spawns();
     commands.reserve(npcs + 2 * CLIENTS);
     let mut events = Vec::with_capacity(1 << 18);
@@ -117,7 +152,7 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
                     }
                 }
                 ServerEvent::Connecting { conn, from, .. } => {
-                    let id: EntityId = 100_000 + u64::from(from);
+                    let id = client_entity(from);
                     let at = walkers.observer_spot(u64::from(from), CLIENTS as u64);
                     let spawn = Spawn::observer(id, at, Fix::from_num(300));
                     server
@@ -205,9 +240,11 @@ fn steady_state_is_allocation_free(name: &str, layout: Layout, npcs: usize, budg
 }
 
 fn the_servers_tick_path_does_not_allocate_in_steady_state() {
-    steady_state_is_allocation_free("uniform", Layout::Uniform, 4_000, None);
-    steady_state_is_allocation_free("hotspot", Layout::Hotspot, 600, None);
-    steady_state_is_allocation_free("hotspot 32 KiB/s", Layout::Hotspot, 600, Some(32 * 1024));
+    steady_state_is_allocation_free("uniform", Layout::Uniform, 4_000, None, false);
+    steady_state_is_allocation_free("hotspot", Layout::Hotspot, 600, None, false);
+    let budget = Some(32 * 1024);
+    steady_state_is_allocation_free("hotspot 32 KiB/s", Layout::Hotspot, 600, budget, false);
+    steady_state_is_allocation_free("hotspot sealed", Layout::Hotspot, 600, None, true);
     // The counter itself works: a visible allocation is seen.
     let region = Region::new(GLOBAL);
     let v = std::hint::black_box(vec![1u8; 64]);
