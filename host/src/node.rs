@@ -358,7 +358,15 @@ where
 
     /// The counters now.
     pub fn stats(&self) -> NodeStats {
-        let mut s = self.stats.clone();
+        let mut s = NodeStats::default();
+        self.stats_into(&mut s);
+        s
+    }
+
+    /// The counters now, written into `s` (see [`NodeStats::copy_from`]):
+    /// what a driver reading them every tick calls, without allocating.
+    pub fn stats_into(&self, s: &mut NodeStats) {
+        s.copy_from(&self.stats);
         s.tick = self.world.tick();
         s.clients = self.sessions.len() as u64;
         // Datagrams from unknown senders that started nothing count as
@@ -390,7 +398,6 @@ where
             stale_subjects: u64::from(t.stale_now),
             max_staleness: t.max_staleness,
         });
-        s
     }
 
     /// The events of the last tick, in contract order (empty before the first).

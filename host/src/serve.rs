@@ -309,6 +309,7 @@ pub fn serve_with(
         times: TickTimes::default(),
         overruns: 0,
         counted: node.stats(),
+        before: crate::node::NodeStats::default(),
     };
     let started = std::time::Instant::now();
     let result = driver.run(&mut node, &opts, interval, stop);
@@ -417,6 +418,8 @@ struct Driver {
     overruns: u64,
     /// The node's counters as the metrics last saw them.
     counted: crate::node::NodeStats,
+    /// And as they saw them the tick before.
+    before: crate::node::NodeStats,
 }
 
 impl Driver {
@@ -452,11 +455,18 @@ impl Driver {
                 self.flush(node)?;
                 let took = self.clock.now() - began;
                 self.times.record(took);
-                let counted = node.stats();
+                // The counters before and after the tick, in buffers kept
+                // between ticks.
+                std::mem::swap(&mut self.before, &mut self.counted);
+                node.stats_into(&mut self.counted);
                 let entities = node.world().len();
-                let before = std::mem::replace(&mut self.counted, counted);
-                opts.metrics
-                    .record_tick(took, took > interval, &before, &self.counted, entities);
+                opts.metrics.record_tick(
+                    took,
+                    took > interval,
+                    &self.before,
+                    &self.counted,
+                    entities,
+                );
                 if took > interval {
                     self.overruns += 1;
                     overruns_unlogged += 1;

@@ -2,8 +2,10 @@
 //! allocator watches `handle_datagram` (the clients' acknowledgements and
 //! one Move input each a tick, checked by the rules and queued),
 //! `handle_timeout` (the tick: rules, kernel step, journal append,
-//! routing and encoding) and the `poll_transmit` drain for hundreds of
-//! ticks of wandering NPCs seen by acknowledging clients. The storage
+//! routing and encoding), the `poll_transmit` drain and the reading of
+//! its counters (`stats_into`, as the serve loop does every tick) for
+//! hundreds of ticks of wandering NPCs seen by acknowledging clients, with
+//! a stranger's garbage datagram refused each tick. The storage
 //! keeps nothing (what a journal writes is the file system's business),
 //! so what is measured is the node and the protocol around the kernel.
 //!
@@ -32,6 +34,8 @@ const CLIENTS: u32 = 40;
 const NPCS: u64 = 800;
 const WARM_UP: u64 = 400;
 const MEASURED: u64 = 300;
+/// The address of a sender that is no client.
+const STRANGER: u32 = 9_999;
 
 /// A journal that keeps nothing.
 struct NullStorage;
@@ -174,6 +178,8 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
     let mut down_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 14);
     let mut allocated = Vec::new();
     let mut sent = 0u64;
+    // The counters, read every tick as the serve loop reads them.
+    let mut stats = lockgrid_host::node::NodeStats::default();
     for t in 1..=WARM_UP + MEASURED {
         let now = Instant::from_micros(1 + t * 50_000);
         up.clear();
@@ -204,11 +210,14 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
         for &(from, at, len) in &up_at {
             node.handle_datagram(now, from, &up[at..at + len]);
         }
+        // A stranger's garbage each tick: refused and counted (Malformed).
+        node.handle_datagram(now, STRANGER, b"not a lockgrid packet");
         let ran = node.handle_timeout(now).expect("storage keeps nothing");
         while let Some(tx) = node.poll_transmit(now, &mut buf).expect("mtu buffer") {
             down_at.push((tx.destination, down.len(), tx.len));
             down.extend_from_slice(&buf[..tx.len]);
         }
+        node.stats_into(&mut stats);
         let s = region.change();
         assert!(ran.is_some(), "a tick is due every 50 ms");
         if t > WARM_UP {
@@ -218,7 +227,9 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
             }
         }
         for &(to, at, len) in &down_at {
-            clients[to as usize].handle_datagram(now, 0, &down[at..at + len]);
+            if let Some(c) = clients.get_mut(to as usize) {
+                c.handle_datagram(now, 0, &down[at..at + len]);
+            }
         }
         for c in &mut clients {
             while c.poll_event().is_some() {}
@@ -231,6 +242,11 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
         &allocated[..allocated.len().min(5)]
     );
     assert_eq!(node.clients().count(), CLIENTS as usize, "all joined");
+    assert!(
+        stats.refused.get(&Refusal::Malformed).copied().unwrap_or(0) > MEASURED,
+        "the stranger's datagrams were counted: {:?}",
+        stats.refused
+    );
     let inputs: u64 = node
         .server()
         .connections()

@@ -207,6 +207,8 @@ struct Member {
     metrics: ServeMetrics,
     /// The node's counters as the metrics last saw them.
     counted: NodeStats,
+    /// The counters the call before `counted` was taken.
+    before: NodeStats,
     /// The last tick this node appended.
     appended_tick: u64,
     batches_forwarded: u64,
@@ -377,6 +379,7 @@ async fn run(
         outcome_tx,
         metrics: opts.metrics.clone(),
         counted: NodeStats::default(),
+        before: NodeStats::default(),
         appended_tick: 0,
         batches_forwarded: 0,
         commands_forwarded: 0,
@@ -1204,15 +1207,16 @@ impl Member {
     /// Hands the node's counters and the cluster's figures to the metrics;
     /// `took`: the work of a tick just applied or appended.
     fn record_metrics(&mut self, took: Option<Duration>) {
-        let now = self.node.stats();
-        let before = std::mem::replace(&mut self.counted, now);
+        // Before and after, in buffers kept between calls.
+        std::mem::swap(&mut self.before, &mut self.counted);
+        self.node.stats_into(&mut self.counted);
+        let (before, now) = (&self.before, &self.counted);
         let entities = self.node.world().len();
         match took {
-            Some(t) => {
-                self.metrics
-                    .record_tick(t, t > self.interval, &before, &self.counted, entities)
-            }
-            None => self.metrics.record_node(&before, &self.counted, entities),
+            Some(t) => self
+                .metrics
+                .record_tick(t, t > self.interval, before, now, entities),
+            None => self.metrics.record_node(before, now, entities),
         }
         self.metrics.record_cluster(&ClusterFigures {
             leading: self.lead.is_some(),

@@ -78,6 +78,50 @@ pub struct BudgetSummary {
 }
 
 impl NodeStats {
+    /// Makes `self` equal to `other`, keeping the room of its map and
+    /// error text: a copy taken every tick allocates only when a kind of
+    /// refusal is counted for the first time (or an error text grows).
+    pub fn copy_from(&mut self, other: &NodeStats) {
+        // Every field by name: a new one does not compile until copied here.
+        let NodeStats {
+            tick,
+            ticks_run,
+            late_ticks,
+            clients,
+            connections,
+            events,
+            events_by_kind,
+            packets_in,
+            bytes_in,
+            packets_out,
+            bytes_out,
+            snapshots_written,
+            snapshot_failures,
+            snapshot_error,
+            refused,
+            budget,
+        } = other;
+        self.tick = *tick;
+        self.ticks_run = *ticks_run;
+        self.late_ticks = *late_ticks;
+        self.clients = *clients;
+        self.connections = *connections;
+        self.events = *events;
+        self.events_by_kind = *events_by_kind;
+        self.packets_in = *packets_in;
+        self.bytes_in = *bytes_in;
+        self.packets_out = *packets_out;
+        self.bytes_out = *bytes_out;
+        self.snapshots_written = *snapshots_written;
+        self.snapshot_failures = *snapshot_failures;
+        self.snapshot_error.clone_from(snapshot_error);
+        self.refused.retain(|why, _| refused.contains_key(why));
+        for (&why, &n) in refused {
+            *self.refused.entry(why).or_insert(0) = n;
+        }
+        self.budget = *budget;
+    }
+
     /// Everything refused, all reasons together.
     pub fn refused_total(&self) -> u64 {
         self.refused.values().sum()
