@@ -42,7 +42,7 @@ use crate::node::{FileStorage, Node, NodeConfig, NodeError};
 use crate::store::StoreError;
 pub use default_rules::DefaultRules;
 use rules::CLIENT_ID_BASE;
-use stats::{ServeStats, TickTimes};
+use stats::{ServeStats, StatsFile, TickTimes};
 
 /// The lock file a running server holds in its data folder.
 pub const LOCK_FILE: &str = "serve.lock";
@@ -310,6 +310,15 @@ pub fn serve_with(
         overruns: 0,
         counted: node.stats(),
         before: crate::node::NodeStats::default(),
+        file: StatsFile::new(&opts.data_dir),
+        file_counters: crate::node::NodeStats::default(),
+        file_stats: ServeStats {
+            refused: rules::Refusal::ALL
+                .iter()
+                .map(|r| (r.as_str().to_owned(), 0))
+                .collect(),
+            ..ServeStats::default()
+        },
     };
     let started = std::time::Instant::now();
     let result = driver.run(&mut node, &opts, interval, stop);
@@ -319,11 +328,12 @@ pub fn serve_with(
         debug!("final flush: {e}");
     }
     let elapsed = started.elapsed();
-    let mut stats = driver.stats(&node);
-    stats.running = false;
-    if let Err(e) = stats.write(&opts.data_dir) {
+    driver.refresh_stats(&node);
+    driver.file_stats.running = false;
+    if let Err(e) = driver.file.write(&driver.file_stats) {
         warn!("cannot write the stats file: {e}");
     }
+    let stats = driver.file_stats;
     let closed = node.close();
     drop(lock);
     result?;
@@ -420,6 +430,10 @@ struct Driver {
     counted: crate::node::NodeStats,
     /// And as they saw them the tick before.
     before: crate::node::NodeStats,
+    /// The stats file, and what it shows (refreshed in place).
+    file: StatsFile,
+    file_counters: crate::node::NodeStats,
+    file_stats: ServeStats,
 }
 
 impl Driver {
@@ -484,8 +498,9 @@ impl Driver {
             }
             if self.clock.now() >= next_stats {
                 next_stats = next_stats + Duration::from_secs(1);
-                let stats = self.stats(node);
-                if let Err(e) = stats.write(&opts.data_dir) {
+                self.refresh_stats(node);
+                let stats = &self.file_stats;
+                if let Err(e) = self.file.write(stats) {
                     debug!("cannot write the stats file: {e}");
                 }
                 status_in = status_in.saturating_sub(1);
@@ -594,37 +609,41 @@ impl Driver {
         Ok(())
     }
 
-    /// The stats file's contents now.
-    fn stats(&self, node: &ServeNode) -> ServeStats {
-        let n = node.stats();
-        let mut refused: std::collections::BTreeMap<String, u64> = rules::Refusal::ALL
-            .iter()
-            .map(|r| (r.as_str().to_owned(), 0))
-            .collect();
-        for (r, count) in &n.refused {
-            *refused.entry(r.as_str().to_owned()).or_insert(0) += count;
+    /// Brings the stats file's contents up to now, in place (its refusal
+    /// map holds every reason from the start, so nothing is allocated).
+    fn refresh_stats(&mut self, node: &ServeNode) {
+        node.stats_into(&mut self.file_counters);
+        let n = &self.file_counters;
+        let s = &mut self.file_stats;
+        s.running = true;
+        s.tick = n.tick;
+        s.ticks_run = n.ticks_run;
+        s.tick_p50_us = self.times.quantile_us(500);
+        s.tick_p99_us = self.times.quantile_us(990);
+        s.tick_max_us = self.times.max_us();
+        s.overruns = self.overruns;
+        s.late_ticks = n.late_ticks;
+        s.clients = n.clients;
+        s.connections = n.connections;
+        s.events = n.events;
+        s.packets_in = n.packets_in;
+        s.packets_out = n.packets_out;
+        s.bytes_in = n.bytes_in;
+        s.bytes_out = n.bytes_out;
+        for count in s.refused.values_mut() {
+            *count = 0;
         }
-        ServeStats {
-            running: true,
-            tick: n.tick,
-            ticks_run: n.ticks_run,
-            tick_p50_us: self.times.quantile_us(500),
-            tick_p99_us: self.times.quantile_us(990),
-            tick_max_us: self.times.max_us(),
-            overruns: self.overruns,
-            late_ticks: n.late_ticks,
-            clients: n.clients,
-            connections: n.connections,
-            events: n.events,
-            packets_in: n.packets_in,
-            packets_out: n.packets_out,
-            bytes_in: n.bytes_in,
-            bytes_out: n.bytes_out,
-            refused,
-            snapshots_written: n.snapshots_written,
-            snapshot_failures: n.snapshot_failures,
-            snapshot_error: n.snapshot_error,
-            budget: n.budget,
+        for (r, &count) in &n.refused {
+            match s.refused.get_mut(r.as_str()) {
+                Some(c) => *c += count,
+                None => {
+                    s.refused.insert(r.as_str().to_owned(), count);
+                }
+            }
         }
+        s.snapshots_written = n.snapshots_written;
+        s.snapshot_failures = n.snapshot_failures;
+        s.snapshot_error.clone_from(&n.snapshot_error);
+        s.budget = n.budget;
     }
 }

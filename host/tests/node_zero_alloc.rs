@@ -8,6 +8,7 @@
 //! a stranger's garbage datagram refused each tick. The storage
 //! keeps nothing (what a journal writes is the file system's business),
 //! so what is measured is the node and the protocol around the kernel.
+//! The stats file the serve loop rewrites every second is checked too.
 //!
 //! This binary runs its check from `main`, without the test harness
 //! (`harness = false` in `Cargo.toml`), so that no other thread allocates
@@ -21,6 +22,7 @@ use lockgrid_host::journal::Record;
 use lockgrid_host::node::{
     ClientHello, ClientInput, Node, NodeConfig, Refusal, Rules, Storage, StorageError,
 };
+use lockgrid_host::serve::stats::{ServeStats, StatsFile};
 use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Snapshot, Spawn, World};
 use lockgrid_protocol::{
     Client, ClientConfig, DisconnectReason, Instant, ServerConfig, DEFAULT_MTU,
@@ -263,8 +265,45 @@ fn the_nodes_tick_does_not_allocate_in_steady_state() {
     );
 }
 
+/// The serve loop rewrites its stats file every second: after the first
+/// write, with buffers kept, a write allocates nothing.
+fn the_stats_file_is_rewritten_without_allocating() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut file = StatsFile::new(dir.path());
+    let mut stats = ServeStats {
+        running: true,
+        refused: [("too_fast", 0), ("flood", 0)]
+            .map(|(k, v)| (k.to_owned(), v))
+            .into(),
+        snapshot_error: Some("no room on the disk, for now".to_owned()),
+        ..ServeStats::default()
+    };
+    file.write(&stats).expect("first write");
+    for second in 1..=20u64 {
+        stats.tick = second * 20;
+        stats.packets_in += 12_345 * second;
+        if let Some(n) = stats.refused.get_mut("too_fast") {
+            *n += second;
+        }
+        stats
+            .snapshot_error
+            .clone_from(&Some(format!("no room, second {second}")));
+        let region = Region::new(GLOBAL);
+        file.write(&stats).expect("write");
+        let s = region.change();
+        assert_eq!(
+            (s.allocations, s.reallocations, s.deallocations),
+            (0, 0, 0),
+            "second {second}: {s:?}"
+        );
+    }
+    assert_eq!(ServeStats::read(dir.path()).expect("read back"), stats);
+}
+
 /// Run without the test harness: see the module docs.
 fn main() {
     the_nodes_tick_does_not_allocate_in_steady_state();
     println!("the_nodes_tick_does_not_allocate_in_steady_state: ok");
+    the_stats_file_is_rewritten_without_allocating();
+    println!("the_stats_file_is_rewritten_without_allocating: ok");
 }

@@ -131,16 +131,43 @@ pub struct ServeStats {
 impl ServeStats {
     /// Writes the stats file atomically (temp file, rename); not fsynced: it is advisory.
     pub fn write(&self, dir: &Path) -> io::Result<()> {
-        let tmp = dir.join(format!("{STATS_FILE}.tmp"));
-        let text = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, stats_path(dir))
+        StatsFile::new(dir).write(self)
     }
 
     /// Reads a data folder's stats file.
     pub fn read(dir: &Path) -> io::Result<ServeStats> {
         let text = std::fs::read(stats_path(dir))?;
         serde_json::from_slice(&text).map_err(io::Error::other)
+    }
+}
+
+/// A data folder's stats file, rewritten in place with reused buffers: a
+/// write after the first allocates nothing (unless a text in the stats
+/// grew), so the serve loop can rewrite it every second without
+/// allocating.
+#[derive(Debug)]
+pub struct StatsFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    text: Vec<u8>,
+}
+
+impl StatsFile {
+    /// The stats file of data folder `dir`.
+    pub fn new(dir: &Path) -> StatsFile {
+        StatsFile {
+            path: stats_path(dir),
+            tmp: dir.join(format!("{STATS_FILE}.tmp")),
+            text: Vec::new(),
+        }
+    }
+
+    /// Writes `stats` atomically (temp file, rename); not fsynced: it is advisory.
+    pub fn write(&mut self, stats: &ServeStats) -> io::Result<()> {
+        self.text.clear();
+        serde_json::to_writer_pretty(&mut self.text, stats).map_err(io::Error::other)?;
+        std::fs::write(&self.tmp, &self.text)?;
+        std::fs::rename(&self.tmp, &self.path)
     }
 }
 
