@@ -125,6 +125,9 @@ pub(super) struct Backlog {
     /// Parts waiting to be sent, so that whether the connection has
     /// something to send costs O(1).
     unsent: u32,
+    /// Payload bytes of those parts, so that what a resend will cost (the
+    /// budget's first charge each tick) is read, not summed.
+    unsent_len: usize,
     /// Acknowledged ticks, emptied, kept for their buffers: a connection
     /// holds at most as many ticks, pending and spare, as it ever had
     /// pending at once (bounded by the server's `max_unacked_ticks`).
@@ -165,11 +168,7 @@ impl Backlog {
 
     /// Bytes the parts waiting to be sent take in packets, frames included.
     pub(super) fn unsent_bytes(&self) -> usize {
-        let parts = self.ticks.iter().flat_map(|t| t.parts.iter());
-        parts
-            .filter(|p| p.state == PartState::Unsent)
-            .map(|p| p.len + TICK_BATCH_OVERHEAD)
-            .sum()
+        self.unsent_len + self.unsent as usize * TICK_BATCH_OVERHEAD
     }
 
     /// Drops every tick (the connection is closing).
@@ -177,6 +176,7 @@ impl Backlog {
         self.ticks.clear();
         self.bytes = 0;
         self.unsent = 0;
+        self.unsent_len = 0;
     }
 
     /// Encodes a tick's events for this connection into parts as `split`
@@ -243,6 +243,7 @@ impl Backlog {
         t.unacked = t.parts.len();
         self.bytes += bytes;
         self.unsent += t.parts.len() as u32;
+        self.unsent_len += bytes;
         self.ticks.push_back(t);
         Ok(())
     }
@@ -283,6 +284,7 @@ impl Backlog {
                 }
                 t.parts[k].state = PartState::InFlight(seq);
                 self.unsent -= 1;
+                self.unsent_len -= t.parts[k].len;
                 carried.push((t.tick, k as u16));
                 wrote = true;
             }
@@ -320,7 +322,10 @@ impl Backlog {
             match (fate, p.state) {
                 (_, PartState::Acked) => {}
                 (Fate::Acked, state) => {
-                    self.unsent -= u32::from(state == PartState::Unsent);
+                    if state == PartState::Unsent {
+                        self.unsent -= 1;
+                        self.unsent_len -= p.len;
+                    }
                     p.state = PartState::Acked;
                     self.bytes -= p.len;
                     t.unacked -= 1;
@@ -328,12 +333,15 @@ impl Backlog {
                 (Fate::Lost, PartState::InFlight(s)) if s == seq => {
                     p.state = PartState::Unsent;
                     self.unsent += 1;
+                    self.unsent_len += p.len;
                     again += 1;
                     // With a budget a part is never resent with Updates that
                     // may have been superseded: they are dropped, and each
                     // subject's newest state goes in a later tick instead.
                     if let Some(pacer) = pacer.as_mut() {
-                        self.bytes -= t.supersede(k, pacer, &mut self.rewrite);
+                        let shrunk = t.supersede(k, pacer, &mut self.rewrite);
+                        self.bytes -= shrunk;
+                        self.unsent_len -= shrunk;
                     }
                 }
                 (Fate::Lost, _) => {}
@@ -352,7 +360,10 @@ impl Backlog {
             }
             for p in t.parts.iter_mut() {
                 if p.state != PartState::Acked {
-                    self.unsent -= u32::from(p.state == PartState::Unsent);
+                    if p.state == PartState::Unsent {
+                        self.unsent -= 1;
+                        self.unsent_len -= p.len;
+                    }
                     p.state = PartState::Acked;
                     self.bytes -= p.len;
                 }
@@ -384,6 +395,11 @@ impl Backlog {
         let parts = || self.ticks.iter().flat_map(|t| t.parts.iter());
         let unsent = parts().filter(|p| p.state == PartState::Unsent).count();
         assert_eq!(self.unsent as usize, unsent, "unsent parts miscounted");
+        let unsent_len: usize = parts()
+            .filter(|p| p.state == PartState::Unsent)
+            .map(|p| p.len)
+            .sum();
+        assert_eq!(self.unsent_len, unsent_len, "unsent bytes miscounted");
         let bytes: usize = parts()
             .filter(|p| p.state != PartState::Acked)
             .map(|p| p.len)
