@@ -341,6 +341,11 @@ pub fn encode_part_with_resets(
             r += 1;
         }
         let reset = resets.get(r) == Some(&subject);
+        if !reset && !old.changed_by(pos, dir, speed) {
+            // Nothing the receiver holds would change: not sent at all.
+            i += 1;
+            continue;
+        }
         let mut flags = 0;
         if pos != old.pos {
             flags |= UPD_POS;
@@ -350,11 +355,6 @@ pub fn encode_part_with_resets(
         }
         if speed != old.speed {
             flags |= UPD_SPEED;
-        }
-        if !reset && !old.changed_by(pos, dir, speed) {
-            // Nothing the receiver holds would change: not sent at all.
-            i += 1;
-            continue;
         }
         let mark = p.w.pos();
         if reset {

@@ -1219,7 +1219,7 @@ impl<A: Clone + Ord> Server<A> {
                     tick,
                     entity,
                     at,
-                    &c.backlog,
+                    c.backlog.unsent_bytes(),
                     &c.shadow,
                     &mut self.route,
                 );
@@ -1532,7 +1532,7 @@ fn pace_updates(
     tick: u64,
     observer: EntityId,
     at: Option<Pos>,
-    backlog: &Backlog,
+    resend: usize,
     shadow: &View,
     route: &mut Vec<Event>,
 ) {
@@ -1541,9 +1541,9 @@ fn pace_updates(
         rejected + route[rejected..].partition_point(|e| !matches!(e, Event::Update { .. }));
     pacer.observe(tick, &route[rejected..]);
     let level = pacer.refill();
-    // What must go before any Update: parts awaiting resend, this tick's
-    // rejections, Leaves and Enters, one packet around them.
-    let resend = backlog.unsent_bytes();
+    // What must go before any Update: parts awaiting resend (`resend`
+    // bytes in packets), this tick's rejections, Leaves and Enters, one
+    // packet around them.
     let must = membership_bytes(&route[..membership], shadow.len())
         + resend
         + pace.packet
