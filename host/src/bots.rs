@@ -66,6 +66,25 @@ pub struct BotsOptions {
     /// `server_silence` or closes it connects to the next one, with its
     /// name (or token) and so its entity. Verification against a data folder needs one server.
     pub more_servers: Vec<SocketAddr>,
+    /// When each bot sends its next move.
+    pub pace: Pace,
+}
+
+/// When a bot moves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pace {
+    /// Once for each tick it applies, as a lockstep client answers the
+    /// server's tick with its input for the next one: the move leaves in
+    /// the same datagram as the acknowledgement of the tick's packet.
+    /// Its moves keep to one a tick interval on average by its own clock
+    /// (never two within half an interval), so ticks that arrive bunched
+    /// do not speed it up.
+    #[default]
+    Ticks,
+    /// Every tick interval by the bot's own clock, whatever it has
+    /// received: its moves and its acknowledgements leave in separate
+    /// datagrams.
+    Clock,
 }
 
 impl Default for BotsOptions {
@@ -82,6 +101,7 @@ impl Default for BotsOptions {
             server_silence: Duration::from_secs(5),
             key: None,
             more_servers: Vec::new(),
+            pace: Pace::default(),
         }
     }
 }

@@ -57,6 +57,15 @@ fn bots_see_exactly_the_kernel_views_and_the_journal_replays() {
         stdout.contains("server refused         nothing"),
         "{stdout}"
     );
+    // Lockstep bots answer each tick in one datagram, move and
+    // acknowledgement together: about 20 a second at 20 Hz, where bots on
+    // their own clocks send about 40 (`--pace clock`).
+    let out_rate = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("per client")?.trim().strip_prefix("out "))
+        .and_then(|l| l.split(' ').next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no per-client rate:\n{stdout}"));
+    assert!(out_rate < 30.0, "{stdout}");
 
     // Ctrl-C: the server finishes its tick, closes the journal, says so.
     interrupt(&served.child);

@@ -21,7 +21,7 @@ use lockgrid_protocol::{
 };
 
 use super::seen::{apply_events, fingerprint, membership, BotRecord, TickSeen};
-use super::{BotsError, BotsOptions, BotsReport, Progress, ServerLost};
+use super::{BotsError, BotsOptions, BotsReport, Pace, Progress, ServerLost};
 use crate::serve::rules::mix;
 use tracing::debug;
 
@@ -36,6 +36,10 @@ struct Bot {
     step: i64,
     interval: Duration,
     next_move: Instant,
+    /// A tick arrived in this pass of the loop: with [`Pace::Ticks`], its
+    /// acknowledgement leaves in this pass, and the move rides with it
+    /// or waits for the next tick.
+    tick_arrived: bool,
     model: BTreeMap<EntityId, Seen>,
     /// Per applied tick: the tick, its digest, and the count and
     /// fingerprint of the events received (not the events: memory stays
@@ -93,8 +97,13 @@ impl Bot {
         mix(self.rng)
     }
 
+    /// Whether its next move is due (see [`Pace`]).
+    fn due(&self, now: Instant, pace: Pace) -> bool {
+        now >= self.next_move && (pace == Pace::Clock || self.tick_arrived)
+    }
+
     /// One step of the walk: keep the velocity, change it one step in 20.
-    fn walk(&mut self, now: Instant) {
+    fn walk(&mut self, now: Instant, pace: Pace) {
         let Some(params) = self.params else { return };
         let Some(me) = self.client.entity() else {
             return;
@@ -145,7 +154,21 @@ impl Bot {
             self.sent.push(m);
             self.last_input = tick;
         }
-        self.next_move = now + self.interval;
+        self.next_move = match pace {
+            // One move an interval on average, with at most one interval
+            // of credit and never two moves within half an interval: over
+            // any span a bot covers at most two steps more than its clock
+            // allows, however its ticks arrive.
+            Pace::Ticks => {
+                let scheduled = if now - self.next_move > self.interval {
+                    now
+                } else {
+                    self.next_move + self.interval
+                };
+                scheduled.max(now + self.interval / 2)
+            }
+            Pace::Clock => now + self.interval,
+        };
     }
 }
 
@@ -215,6 +238,7 @@ pub(super) fn generate_load(
             step: 0,
             interval: Duration::from_millis(50),
             next_move: now,
+            tick_arrived: false,
             model: BTreeMap::new(),
             ticks: Vec::new(),
             final_view: None,
@@ -296,6 +320,7 @@ pub(super) fn generate_load(
                         digest,
                         events,
                     } => {
+                        b.tick_arrived = true;
                         b.events += events.len() as u64;
                         apply_events(&mut b.model, &events);
                         b.ticks.push(TickSeen {
@@ -366,8 +391,8 @@ pub(super) fn generate_load(
                     report.walk_secs = (now - w).as_secs_f64();
                 } else {
                     for b in bots.iter_mut() {
-                        if b.client.state() == ClientState::Connected && now >= b.next_move {
-                            b.walk(now);
+                        if b.client.state() == ClientState::Connected && b.due(now, opts.pace) {
+                            b.walk(now, opts.pace);
                         }
                     }
                 }
@@ -413,6 +438,7 @@ pub(super) fn generate_load(
         }
         for b in bots.iter_mut() {
             // The client's buffer is its MTU, so poll_transmit cannot refuse it.
+            b.tick_arrived = false;
             while let Ok(Some(t)) = b.client.poll_transmit(now, &mut out) {
                 busy = true;
                 let _ = b.socket.send_to(&out[..t.len], t.destination);

@@ -1,4 +1,4 @@
-//! `lockgrid bots --clients N --seconds S [--server ADDR] [--seed X] [--data-dir DIR]`.
+//! `lockgrid bots --clients N --seconds S [--server ADDR] [--seed X] [--data-dir DIR] [--pace ticks|clock]`.
 
 use std::io::{self, IsTerminal};
 use std::net::SocketAddr;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use lockgrid_host::bots::{run_bots, BotsOptions};
+use lockgrid_host::bots::{run_bots, BotsOptions, Pace};
 use lockgrid_host::decimal::parse_fix;
 
 use super::Failure;
@@ -46,6 +46,18 @@ pub(crate) struct BotsArgs {
     /// The server's private key file: each client gets a connect token minted with it.
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
+    /// When each client moves: `ticks`, once for each tick it applies, in
+    /// the datagram that acknowledges it (a lockstep client); `clock`,
+    /// every tick interval by its own clock, apart from its
+    /// acknowledgements.
+    #[arg(long, value_enum, default_value_t = PaceArg::Ticks)]
+    pace: PaceArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum PaceArg {
+    Ticks,
+    Clock,
 }
 
 pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
@@ -74,6 +86,10 @@ pub(crate) fn run(args: BotsArgs) -> Result<(), Failure> {
         key: match &args.key {
             Some(path) => Some(lockgrid_host::token::read_key_file(path).map_err(Failure::new)?),
             None => None,
+        },
+        pace: match args.pace {
+            PaceArg::Ticks => Pace::Ticks,
+            PaceArg::Clock => Pace::Clock,
         },
         ..BotsOptions::default()
     };
