@@ -22,7 +22,7 @@ use crate::time::Instant;
 use crate::timers::{TimerSlot, Timers};
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
 use crate::used_tokens::UsedTokens;
-use crate::view::View;
+use crate::view::{Scratch, View};
 use crate::wire::Writer;
 use crate::Transmit;
 use backlog::{Backlog, Split, FIRST_PARTS};
@@ -208,9 +208,15 @@ struct Spare {
     sent: Vec<SentData>,
 }
 
-/// Leaves and Enters a connection's shadow view has room for in one part
-/// from the start, so that a crowd's churn seldom grows it.
-const SHADOW_CHURN: usize = 64;
+/// Most subjects a connection's shadow view reserves room for when its
+/// client is accepted: the world's `max_view`, up to this. A larger view
+/// grows its room as it fills.
+pub const MAX_VIEW_RESERVE: u32 = 4096;
+
+/// Room a shadow view reserves on accept (see [`MAX_VIEW_RESERVE`]).
+fn view_room(world: &WorldParams) -> usize {
+    world.max_view.min(MAX_VIEW_RESERVE) as usize
+}
 
 /// Refusals a new packet record has room for: a client whose moves the
 /// rules refuse hears of one or two a tick.
@@ -261,6 +267,8 @@ struct Conn<A> {
     pong_due: Option<u64>,
     next_input_seq: u64,
     last_input_tick: Option<u64>,
+    /// Its entries only: the server's [`Server::staging`] is lent to it
+    /// while a tick is encoded for it.
     shadow: View,
     /// What the connect token said, when the server has a key.
     claims: Option<TokenClaims>,
@@ -327,6 +335,10 @@ pub struct Server<A> {
     security: Option<Security>,
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
+    /// Where a tick's parts are staged and merged into a shadow view, lent
+    /// to each connection in turn: one buffer sized at construction, not
+    /// one per connection.
+    staging: Scratch,
     stats: ServerStats,
     /// Budget counters of closed connections, for [`Server::budget_totals`].
     retired_budget: BudgetStats,
@@ -408,6 +420,9 @@ impl<A: Clone + Ord> Server<A> {
             rejected: Vec::new(),
             security: None,
             scratch: Vec::new(),
+            // A part stages at most one item per byte of it, and no more
+            // Leaves, Enters or Updates than a view holds.
+            staging: Scratch::with_room(view_room(&world), view_room(&world).min(config.mtu)),
             stats: ServerStats::default(),
             retired_budget: BudgetStats::default(),
         })
@@ -905,7 +920,7 @@ impl<A: Clone + Ord> Server<A> {
             pong_due: None,
             next_input_seq: 0,
             last_input_tick: None,
-            shadow: View::with_churn(SHADOW_CHURN),
+            shadow: View::new(),
             claims,
             keys,
             hello_token: token.to_vec(),
@@ -1056,6 +1071,8 @@ impl<A: Clone + Ord> Server<A> {
         }
         c.entity = Some(entity);
         c.spawn = Some(*spawn);
+        // Room for the whole view now, so that ticks never grow it.
+        c.shadow.reserve(view_room(&self.world));
         // The Welcome states the budget this server sends within.
         c.limits = ClientLimits {
             budget_bytes_per_sec: self.config.budget_bytes_per_sec,
@@ -1229,10 +1246,12 @@ impl<A: Clone + Ord> Server<A> {
             } else {
                 &views[v0..v1]
             };
-            match c
+            core::mem::swap(&mut c.shadow.scratch, &mut self.staging);
+            let queued = c
                 .backlog
-                .queue(tick, digest, mine, &mut c.shadow, &mut c.pacer, split)
-            {
+                .queue(tick, digest, mine, &mut c.shadow, &mut c.pacer, split);
+            core::mem::swap(&mut c.shadow.scratch, &mut self.staging);
+            match queued {
                 Ok(()) => wake(&mut self.ready, c),
                 Err(reason) => {
                     closing.push((id, reason));

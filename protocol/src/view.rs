@@ -51,6 +51,20 @@ pub(crate) struct Scratch {
     pub(crate) updates: Vec<(usize, Seen)>,
 }
 
+impl Scratch {
+    /// Room to merge views of up to `subjects` subjects and to stage up to
+    /// `items` Leaves, Enters and Updates of one part, so that encoding
+    /// within those bounds never grows it.
+    pub(crate) fn with_room(subjects: usize, items: usize) -> Self {
+        Scratch {
+            next: Vec::with_capacity(subjects),
+            leaves: Vec::with_capacity(items),
+            enters: Vec::with_capacity(items),
+            updates: Vec::with_capacity(items),
+        }
+    }
+}
+
 impl View {
     /// An empty view.
     pub fn new() -> Self {
@@ -96,14 +110,10 @@ impl View {
         self.entries.clear();
     }
 
-    /// An empty view with room staged for `churn` Leaves and as many
-    /// Enters in one part, so a view that sees that many changes a tick
-    /// never grows its scratch.
-    pub(crate) fn with_churn(churn: usize) -> Self {
-        let mut v = View::new();
-        v.scratch.leaves.reserve(churn);
-        v.scratch.enters.reserve(churn);
-        v
+    /// Makes room for `subjects` visible subjects at once.
+    pub(crate) fn reserve(&mut self, subjects: usize) {
+        self.entries
+            .reserve(subjects.saturating_sub(self.entries.len()));
     }
 
     /// Merges the staged leaves and enters into `scratch.next`:
@@ -118,7 +128,9 @@ impl View {
             ..
         } = &mut self.scratch;
         next.clear();
-        next.reserve(self.entries.len() + enters.len());
+        // Exactly the merged length (leaves are distinct entries), so a
+        // view never needs more room than it will hold.
+        next.reserve((self.entries.len() + enters.len()).saturating_sub(leaves.len()));
         let entries = &self.entries[..];
         // Leaves are ascending indices into `entries`; each run copied
         // starts at or after every leave not yet passed.

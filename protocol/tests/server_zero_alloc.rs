@@ -9,8 +9,13 @@
 //! that loses one of the server's datagrams a tick (so parts are sent
 //! again).
 //!
-//! Buffers grow only when a connection meets a tick larger than any it
-//! had before, so the check starts after a warm-up.
+//! A connection's shadow view has room for the world's `max_view` from
+//! its accept, and parts are staged in one buffer the server sizes when
+//! it is built, so a view that fills long after connecting allocates
+//! nothing (checked separately). A connection's queued ticks and packet
+//! records still grow when it meets a tick larger, or more packets in
+//! flight, than any before, so the steady-state check starts after a
+//! warm-up.
 //!
 //! This binary runs its check from `main`, without the test harness
 //! (`harness = false` in `Cargo.toml`), so that no other thread allocates
@@ -23,7 +28,7 @@ use std::alloc::System;
 
 use common::crowd::{config, Layout, Walkers};
 use common::lan::{key, server_socket, PROTOCOL_ID, UNIX_AT_ZERO};
-use lockgrid_kernel::{Command, EntityId, Fix, Move, Spawn, World};
+use lockgrid_kernel::{Command, EntityId, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::token::{ConnectToken, TokenParams};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientLimits, InputRefusal, Instant, Server, ServerConfig, ServerEvent,
@@ -239,6 +244,105 @@ fn steady_state_is_allocation_free(
     );
 }
 
+/// A connection's view fills up long after it connected, one subject a
+/// tick, to hundreds: its shadow view had room for the world's
+/// `max_view` from the moment it was accepted, and the parts are staged
+/// in one buffer the server sized when it was built, so nothing grows.
+fn a_view_that_fills_after_connecting_allocates_nothing() {
+    const NPCS: u64 = 300;
+    const SETTLE: u64 = 20;
+    let cfg = config();
+    let mut world = World::new(cfg).expect("valid config");
+    let mut server: Server<u32> =
+        Server::new(ServerConfig::default(), WorldParams::from(&cfg)).expect("valid config");
+    let mut client = client(0, false);
+    // NPCs far from the client, in the world's first cells.
+    let far = |i: u64| Pos::from_ints(50 + (i % 30) as i32 * 3, 50 + (i / 30) as i32 * 3);
+    let near = |i: u64| Pos::from_ints(2_010 + (i % 30) as i32 * 3, 2_010 + (i / 30) as i32 * 3);
+    let mut commands: Vec<Command> = (1..=NPCS)
+        .map(|id| Command::Spawn(Spawn::npc(id, far(id))))
+        .collect();
+    commands.reserve(8);
+    let mut events = Vec::with_capacity(1 << 12);
+    let mut buf = vec![0u8; DEFAULT_MTU];
+    let mut up: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut up_at: Vec<usize> = Vec::with_capacity(64);
+    let mut down: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut down_at: Vec<(usize, usize)> = Vec::with_capacity(64);
+    let mut allocated = Vec::new();
+    for t in 1..=SETTLE + NPCS {
+        let now = Instant::from_micros(1 + t * 50_000);
+        // From SETTLE on, NPC t − SETTLE walks into the client's cell and stays.
+        if let Some(id) = t.checked_sub(SETTLE).filter(|&id| id > 0) {
+            commands.push(Command::Move(Move {
+                id,
+                pos: near(id),
+                dir: 0,
+                speed: Fix::ZERO,
+            }));
+        }
+        up.clear();
+        up_at.clear();
+        while let Some(tx) = client.poll_transmit(now, &mut buf).expect("mtu buffer") {
+            up_at.push(tx.len);
+            up.extend_from_slice(&buf[..tx.len]);
+        }
+        let region = Region::new(GLOBAL);
+        let mut at = 0;
+        for &len in &up_at {
+            server.handle_datagram(now, 0, &up[at..at + len]);
+            at += len;
+        }
+        server.handle_timeout(now);
+        while let Some(e) = server.poll_event() {
+            if let ServerEvent::Connecting { conn, .. } = e {
+                let spawn = Spawn::observer(
+                    client_entity(0),
+                    Pos::from_ints(2_050, 2_050),
+                    Fix::from_num(100),
+                );
+                server
+                    .accept(conn, &spawn, ClientLimits::NONE)
+                    .expect("fresh entity");
+                commands.push(Command::Spawn(spawn));
+            }
+        }
+        let handled = region.change();
+        events.clear();
+        let report = world.step(&commands, &mut events);
+        commands.clear();
+        down.clear();
+        down_at.clear();
+        let region = Region::new(GLOBAL);
+        server
+            .push_tick(now, report.tick, report.digest, &events)
+            .expect("kernel order");
+        while let Some(tx) = server.poll_transmit(now, &mut buf).expect("mtu buffer") {
+            down_at.push((down.len(), tx.len));
+            down.extend_from_slice(&buf[..tx.len]);
+        }
+        let ticked = region.change();
+        if t > SETTLE {
+            for (what, s) in [("acks", handled), ("tick", ticked)] {
+                if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
+                    allocated.push(format!("tick {t} {what}: {s:?}"));
+                }
+            }
+        }
+        for &(at, len) in &down_at {
+            client.handle_datagram(now, 0, &down[at..at + len]);
+        }
+        while client.poll_event().is_some() {}
+    }
+    assert_eq!(client.view().len() as u64, NPCS, "every NPC came into view");
+    assert!(
+        allocated.is_empty(),
+        "{} of {NPCS} ticks allocated, first: {:?}",
+        allocated.len(),
+        &allocated[..allocated.len().min(5)]
+    );
+}
+
 fn the_servers_tick_path_does_not_allocate_in_steady_state() {
     steady_state_is_allocation_free("uniform", Layout::Uniform, 4_000, None, false);
     steady_state_is_allocation_free("hotspot", Layout::Hotspot, 600, None, false);
@@ -256,4 +360,6 @@ fn the_servers_tick_path_does_not_allocate_in_steady_state() {
 fn main() {
     the_servers_tick_path_does_not_allocate_in_steady_state();
     println!("the_servers_tick_path_does_not_allocate_in_steady_state: ok");
+    a_view_that_fills_after_connecting_allocates_nothing();
+    println!("a_view_that_fills_after_connecting_allocates_nothing: ok");
 }
