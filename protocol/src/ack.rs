@@ -156,6 +156,12 @@ impl<T> SentLog<T> {
         self.q.is_empty()
     }
 
+    /// Room for `n` packets in flight without growing.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.q.reserve(n);
+        self.spare.reserve(n);
+    }
+
     /// Records a sent packet; past the cap the oldest is declared lost.
     pub(crate) fn push(&mut self, seq: u32, at: Instant, data: T, mut on: impl FnMut(Fate, T)) {
         self.q.push_back(Sent { seq, at, data });

@@ -232,6 +232,26 @@ impl Allowance {
 
 /// One connection's budget and update priorities.
 ///
+/// A [`Pacer`]'s working vectors for one tick, which a server keeps once
+/// and lends to each connection ([`Pacer::trade_scratch`]).
+#[derive(Debug, Default)]
+pub(crate) struct PacerScratch {
+    order: Vec<u128>,
+    picked: Vec<u32>,
+    resets: Vec<EntityId>,
+}
+
+impl PacerScratch {
+    /// Room for a view of `view` subjects: every one stale and picked.
+    pub(crate) fn with_room(view: usize) -> PacerScratch {
+        PacerScratch {
+            order: Vec::with_capacity(view),
+            picked: Vec::with_capacity(view),
+            resets: Vec::with_capacity(view),
+        }
+    }
+}
+
 /// Its tracks mirror the server's shadow of the client's view (same ids,
 /// same order), so a track's index is the subject's index in the view
 /// after the tick's Leaves and Enters, which is what the Update encoding
@@ -352,10 +372,12 @@ fn weight(from: Option<Pos>, at: Pos, cell: i64) -> u64 {
 impl Pacer {
     /// A pacer for `bytes_per_sec`, ticking every `tick`, carrying at
     /// most `carry` unspent bytes (one packet) into the next tick.
-    pub(crate) fn new(bytes_per_sec: u32, tick: Duration, carry: usize) -> Pacer {
+    /// A pacer with room for `view` tracks (a view of up to that many
+    /// subjects never grows it).
+    pub(crate) fn new(bytes_per_sec: u32, tick: Duration, carry: usize, view: usize) -> Pacer {
         Pacer {
             allowance: Allowance::new(bytes_per_sec, tick, carry),
-            tracks: Vec::new(),
+            tracks: Vec::with_capacity(view),
             order: Vec::new(),
             taken: 0,
             picked: Vec::new(),
@@ -365,6 +387,15 @@ impl Pacer {
                 ..BudgetStats::default()
             },
         }
+    }
+
+    /// Trades this pacer's working vectors (the stale tracks' order, the
+    /// picks, the tick's resets) with `lent`: a server lends one set to
+    /// each connection in turn, for one tick's choice and encoding.
+    pub(crate) fn trade_scratch(&mut self, lent: &mut PacerScratch) {
+        core::mem::swap(&mut self.order, &mut lent.order);
+        core::mem::swap(&mut self.picked, &mut lent.picked);
+        core::mem::swap(&mut self.resets, &mut lent.resets);
     }
 
     /// Charges bytes sent to the client.
@@ -702,10 +733,10 @@ mod tests {
     #[test]
     fn a_surplus_is_carried_up_to_a_packet_and_a_deficit_in_full() {
         // 1000 B/s at 20 Hz: 50 bytes a tick.
-        let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
+        let mut p = Pacer::new(1000, Duration::from_millis(50), 0, 0);
         assert_eq!(p.refill(), 50);
         assert_eq!(p.refill(), 50, "an unspent tick does not accumulate");
-        let mut q = Pacer::new(1000, Duration::from_millis(50), 120);
+        let mut q = Pacer::new(1000, Duration::from_millis(50), 120, 0);
         assert_eq!(q.refill(), 50);
         assert_eq!(q.refill(), 100);
         assert_eq!(q.refill(), 150);
@@ -720,7 +751,7 @@ mod tests {
     #[test]
     fn fractions_of_a_byte_add_up_exactly() {
         // 1 B/s at 30 Hz: 33 333 µs a tick, one byte every 30 ticks.
-        let mut p = Pacer::new(1, Duration::from_micros(33_334), 0);
+        let mut p = Pacer::new(1, Duration::from_micros(33_334), 0, 0);
         let mut granted = 0;
         for _ in 0..3000 {
             let l = p.refill();
@@ -745,7 +776,7 @@ mod tests {
 
     #[test]
     fn nearest_stale_goes_first_and_only_the_newest_state() {
-        let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
+        let mut p = Pacer::new(1000, Duration::from_millis(50), 0, 0);
         let mut out = Vec::new();
         p.observe(1, &[enter(2, 10), enter(3, 500), enter(4, 50)]);
         p.choose(1, 100, ORIGIN, CELL, &mut out);
@@ -771,7 +802,7 @@ mod tests {
 
     #[test]
     fn a_subject_that_left_and_came_back_is_a_new_track() {
-        let mut p = Pacer::new(1000, Duration::from_millis(50), 0);
+        let mut p = Pacer::new(1000, Duration::from_millis(50), 0, 0);
         let mut out = Vec::new();
         p.observe(1, &[enter(2, 10), enter(5, 10)]);
         p.observe(2, &[upd(2, 20)]);

@@ -7,7 +7,7 @@ use core::fmt;
 use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
-use crate::budget::{membership_bytes, BudgetStats, Pacer};
+use crate::budget::{membership_bytes, BudgetStats, Pacer, PacerScratch};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
@@ -25,7 +25,7 @@ use crate::used_tokens::UsedTokens;
 use crate::view::{Scratch, View};
 use crate::wire::Writer;
 use crate::Transmit;
-use backlog::{Backlog, Split, FIRST_PARTS};
+use backlog::{Backlog, Blocks, Split, FIRST_PARTS};
 
 mod backlog;
 
@@ -200,13 +200,23 @@ impl fmt::Display for ConnError {
 
 impl core::error::Error for ConnError {}
 
-/// The records of packets whose fate is known, emptied, which a connection
-/// reuses instead of allocating each packet: as many as its sent log ever
-/// held.
+/// What connections reuse instead of allocating, shared by all of them:
+/// the records of packets whose fate is known, emptied, and the blocks
+/// that hold parts' payloads. Each accepted connection adds its share
+/// ([`Spare::add_connection`]), so a server's steady ticks take from here
+/// and give back, and allocate nothing.
 #[derive(Debug, Default)]
 struct Spare {
     sent: Vec<SentData>,
+    blocks: Blocks,
 }
+
+/// Packet records, part blocks and pending ticks each accepted connection
+/// brings: enough for a tick of up to [`FIRST_PARTS`] parts a tick with
+/// the previous tick's packets still in flight.
+const RECORDS_PER_CONNECTION: usize = 8;
+const BLOCKS_PER_CONNECTION: usize = 8;
+const TICKS_PER_CONNECTION: usize = 8;
 
 /// Most subjects a connection's shadow view reserves room for when its
 /// client is accepted: the world's `max_view`, up to this. A larger view
@@ -222,13 +232,40 @@ fn view_room(world: &WorldParams) -> usize {
 /// rules refuse hears of one or two a tick.
 const FIRST_REFUSALS: usize = 4;
 
+/// What a Welcome tells of the server besides the connection's own.
+struct Told {
+    world: WorldParams,
+    tick_interval_us: u64,
+    window: u32,
+}
+
+fn new_record() -> SentData {
+    SentData {
+        parts: Vec::with_capacity(FIRST_PARTS),
+        refused: Vec::with_capacity(FIRST_REFUSALS),
+        ..SentData::default()
+    }
+}
+
 impl Spare {
     fn sent(&mut self) -> SentData {
-        self.sent.pop().unwrap_or_else(|| SentData {
-            parts: Vec::with_capacity(FIRST_PARTS),
-            refused: Vec::with_capacity(FIRST_REFUSALS),
-            ..SentData::default()
-        })
+        self.sent.pop().unwrap_or_else(new_record)
+    }
+
+    /// A connection's share, added when its client is accepted.
+    fn add_connection(&mut self) {
+        self.sent.reserve(RECORDS_PER_CONNECTION);
+        for _ in 0..RECORDS_PER_CONNECTION {
+            self.sent.push(new_record());
+        }
+        self.blocks.add(BLOCKS_PER_CONNECTION);
+    }
+
+    /// Gives back what a connection that left had added, as far as it is free.
+    fn remove_connection(&mut self) {
+        let keep = self.sent.len().saturating_sub(RECORDS_PER_CONNECTION);
+        self.sent.truncate(keep);
+        self.blocks.remove(BLOCKS_PER_CONNECTION);
     }
 
     fn put_sent(&mut self, mut d: SentData) {
@@ -286,7 +323,6 @@ struct Conn<A> {
     backlog: Backlog,
     /// Whether the connection's id is in [`Server::ready`].
     ready: bool,
-    spare: Spare,
     /// The bandwidth budget and update priorities, when the server has a
     /// budget; made at the first tick after the connection is accepted.
     pacer: Option<Pacer>,
@@ -335,6 +371,10 @@ pub struct Server<A> {
     security: Option<Security>,
     /// Where sealed datagrams are opened (capacity kept between calls).
     scratch: Vec<u8>,
+    /// Packet records and part blocks, shared by the connections.
+    spare: Spare,
+    /// The budget's working vectors, lent like `staging`.
+    pacer_scratch: PacerScratch,
     /// Where a tick's parts are staged and merged into a shadow view, lent
     /// to each connection in turn: one buffer sized at construction, not
     /// one per connection.
@@ -423,6 +463,14 @@ impl<A: Clone + Ord> Server<A> {
             // A part stages at most one item per byte of it, and no more
             // Leaves, Enters or Updates than a view holds.
             staging: Scratch::with_room(view_room(&world), view_room(&world).min(config.mtu)),
+            spare: Spare {
+                sent: Vec::new(),
+                blocks: Blocks::new(config.part_budget()),
+            },
+            pacer_scratch: match config.budget_bytes_per_sec {
+                Some(_) => PacerScratch::with_room(view_room(&world)),
+                None => PacerScratch::default(),
+            },
             stats: ServerStats::default(),
             retired_budget: BudgetStats::default(),
         })
@@ -651,7 +699,10 @@ impl<A: Clone + Ord> Server<A> {
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
         }
-        c.backlog.clear();
+        c.backlog.clear(&mut self.spare.blocks);
+        if c.entity.is_some() {
+            self.spare.remove_connection();
+        }
         if self.stateless.len() >= self.config.max_stateless_replies {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
@@ -935,7 +986,6 @@ impl<A: Clone + Ord> Server<A> {
                 None => 0,
             }),
             ready: false,
-            spare: Spare::default(),
             pacer: None,
             stats: ConnStats {
                 packets_received: 1,
@@ -965,7 +1015,7 @@ impl<A: Clone + Ord> Server<A> {
             c.stats.packets_dropped += 1;
             return;
         }
-        c.on_ack(h.ack, h.ack_bits, now);
+        c.on_ack(h.ack, h.ack_bits, now, &mut self.spare);
         let accepted = c.entity.is_some();
         let mut close = None;
         let mut eliciting = false;
@@ -1003,7 +1053,7 @@ impl<A: Clone + Ord> Server<A> {
                         }
                     }
                 }
-                Frame::Ack { tick } => c.backlog.ack_through(tick),
+                Frame::Ack { tick } => c.backlog.ack_through(tick, &mut self.spare.blocks),
                 Frame::Ping { stamp } => c.pong_due = Some(stamp),
                 Frame::Bye => {
                     close = Some(DisconnectReason::Closed);
@@ -1071,8 +1121,17 @@ impl<A: Clone + Ord> Server<A> {
         }
         c.entity = Some(entity);
         c.spawn = Some(*spawn);
-        // Room for the whole view now, so that ticks never grow it.
+        // Room for the whole view and a steady backlog now, so that ticks
+        // never grow them.
         c.shadow.reserve(view_room(&self.world));
+        // With a budget, each tick records the subjects its Updates are for.
+        let updates = match self.config.budget_bytes_per_sec {
+            Some(_) => view_room(&self.world),
+            None => 0,
+        };
+        c.backlog.reserve(TICKS_PER_CONNECTION, updates);
+        c.sent.reserve(RECORDS_PER_CONNECTION);
+        self.spare.add_connection();
         // The Welcome states the budget this server sends within.
         c.limits = ClientLimits {
             budget_bytes_per_sec: self.config.budget_bytes_per_sec,
@@ -1227,9 +1286,12 @@ impl<A: Clone + Ord> Server<A> {
             }
             if let Some(bytes_per_sec) = pace.bytes_per_sec {
                 let at = locate(entity);
+                let room = view_room(&self.world);
                 let paced = c
                     .pacer
-                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick, pace.mtu));
+                    .get_or_insert_with(|| Pacer::new(bytes_per_sec, pace.tick, pace.mtu, room));
+                // Lent until the tick is queued.
+                paced.trade_scratch(&mut self.pacer_scratch);
                 pace_updates(
                     paced,
                     &pace,
@@ -1247,10 +1309,18 @@ impl<A: Clone + Ord> Server<A> {
                 &views[v0..v1]
             };
             core::mem::swap(&mut c.shadow.scratch, &mut self.staging);
-            let queued = c
-                .backlog
-                .queue(tick, digest, mine, &mut c.shadow, &mut c.pacer, split);
+            let queued = c.backlog.queue(
+                (tick, digest),
+                mine,
+                &mut c.shadow,
+                &mut c.pacer,
+                split,
+                &mut self.spare.blocks,
+            );
             core::mem::swap(&mut c.shadow.scratch, &mut self.staging);
+            if let Some(paced) = c.pacer.as_mut() {
+                paced.trade_scratch(&mut self.pacer_scratch);
+            }
             match queued {
                 Ok(()) => wake(&mut self.ready, c),
                 Err(reason) => {
@@ -1346,9 +1416,11 @@ impl<A: Clone + Ord> Server<A> {
         let Some(id) = self.next_ready(now) else {
             return Ok(None);
         };
-        let world = self.world;
-        let tick_interval_us = crate::time::micros(self.config.tick_interval);
-        let window = self.config.max_unacked_ticks;
+        let told = Told {
+            world: self.world,
+            tick_interval_us: crate::time::micros(self.config.tick_interval),
+            window: self.config.max_unacked_ticks,
+        };
         let Some(c) = self.conns.get_mut(&id) else {
             return Ok(None);
         };
@@ -1361,11 +1433,10 @@ impl<A: Clone + Ord> Server<A> {
             return Ok(None);
         };
         let len = match &c.keys {
-            None => c.build_packet(now, seq, buf, world, tick_interval_us, window),
+            None => c.build_packet(now, seq, buf, &told, &mut self.spare),
             Some(_) => {
                 let room = mtu - SEAL_OVERHEAD;
-                let plain =
-                    c.build_packet(now, seq, &mut buf[..room], world, tick_interval_us, window);
+                let plain = c.build_packet(now, seq, &mut buf[..room], &told, &mut self.spare);
                 c.stats.bytes_sent += SEAL_OVERHEAD as u64;
                 match c.keys.as_ref().map(|k| seal_packet(&k.send, buf, plain)) {
                     Some(Ok(len)) => len,
@@ -1484,10 +1555,10 @@ impl<A: Clone + Ord> Server<A> {
                     backlog,
                     refusals,
                     stats,
-                    spare,
                     pacer,
                     ..
                 } = &mut *c;
+                let spare = &mut self.spare;
                 sent.on_timeout(now, rto, |fate, data| {
                     packet_fate(backlog, refusals, stats, spare, pacer, fate, data)
                 });
@@ -1513,7 +1584,8 @@ fn packet_fate(
     fate: Fate,
     data: SentData,
 ) {
-    stats.parts_retransmitted += backlog.settle(fate, data.seq, &data.parts, pacer);
+    stats.parts_retransmitted +=
+        backlog.settle(fate, data.seq, &data.parts, pacer, &mut spare.blocks);
     refusal_fate(refusals, stats, fate, &data);
     spare.put_sent(data);
 }
@@ -1621,14 +1693,13 @@ impl<A> Conn<A> {
         at
     }
 
-    fn on_ack(&mut self, ack: u32, bits: u32, now: Instant) {
+    fn on_ack(&mut self, ack: u32, bits: u32, now: Instant, spare: &mut Spare) {
         let Conn {
             sent,
             rtt,
             backlog,
             refusals,
             stats,
-            spare,
             pacer,
             ..
         } = self;
@@ -1716,9 +1787,8 @@ impl<A> Conn<A> {
         now: Instant,
         seq: u32,
         buf: &mut [u8],
-        world: WorldParams,
-        tick_interval_us: u64,
-        window: u32,
+        told: &Told,
+        spare: &mut Spare,
     ) -> usize {
         let (ack, ack_bits) = self.recv.ack();
         let header = Header {
@@ -1741,9 +1811,9 @@ impl<A> Conn<A> {
                 spawn,
                 limits: self.limits,
                 tick: self.welcome_tick,
-                tick_interval_us,
-                window,
-                world,
+                tick_interval_us: told.tick_interval_us,
+                window: told.window,
+                world: told.world,
             })
             .write_infallible(&mut w);
         }
@@ -1751,7 +1821,7 @@ impl<A> Conn<A> {
             eliciting = true;
             Frame::Pong { stamp }.write_infallible(&mut w);
         }
-        let mut data = self.spare.sent();
+        let mut data = spare.sent();
         data.seq = seq;
         eliciting |= self.backlog.fill(&mut w, cap, seq, &mut data.parts);
         // Refusals fill what the parts left, oldest first.
@@ -1777,7 +1847,6 @@ impl<A> Conn<A> {
                 backlog,
                 refusals,
                 stats,
-                spare,
                 pacer,
                 ..
             } = self;
@@ -1785,7 +1854,7 @@ impl<A> Conn<A> {
                 packet_fate(backlog, refusals, stats, spare, pacer, fate, d)
             });
         } else {
-            self.spare.put_sent(data);
+            spare.put_sent(data);
         }
         let len = w.pos();
         self.stats.packets_sent += 1;

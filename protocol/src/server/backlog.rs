@@ -28,14 +28,20 @@ enum PartState {
     Acked,
 }
 
-/// One part of a pending tick: its payload is `bytes[start..start + len]`
-/// of the tick.
+impl PendingPart {
+    fn payload(&self) -> &[u8] {
+        &self.payload[..self.len]
+    }
+}
+
+/// One part of a pending tick, its payload in a block of the server's
+/// [`Blocks`].
 #[derive(Debug)]
 struct PendingPart {
-    start: usize,
+    payload: Vec<u8>,
     len: usize,
     state: PartState,
-    /// Where its update section starts, from `start`.
+    /// Where its update section starts in the payload.
     updates_at: usize,
     /// With a budget: the subjects it updates are
     /// `updated[first..first + count]` of its tick.
@@ -50,8 +56,6 @@ struct PendingPart {
 struct PendingTick {
     tick: u64,
     digest: u64,
-    /// The parts' payloads, one after another.
-    bytes: Vec<u8>,
     parts: Vec<PendingPart>,
     /// With a budget: the subjects each part updates (see [`PendingPart`]).
     updated: Vec<EntityId>,
@@ -59,10 +63,6 @@ struct PendingTick {
 }
 
 impl PendingTick {
-    fn payload(&self, p: &PendingPart) -> &[u8] {
-        &self.bytes[p.start..p.start + p.len]
-    }
-
     /// Before part `k` is sent again: drops the Updates the pacer says a
     /// newer state superseded (see `Pacer::resend_keeps`), so that a
     /// resent part never takes a client back to a stale state; the pacer
@@ -82,10 +82,10 @@ impl PendingTick {
         if updated.is_empty() || (0..updated.len()).all(keep) {
             return 0;
         }
-        let bytes = &mut self.bytes[p.start..p.start + p.len];
-        let Ok(len) = retain_updates(bytes, p.updates_at, scratch, keep) else {
+        let Ok(len) = retain_updates(&mut p.payload[..p.len], p.updates_at, scratch, keep) else {
             return 0;
         };
+        p.payload.truncate(len);
         // Which subjects were dropped, before the pacer hears of it.
         let mut kept = 0;
         for n in 0..updated.len() {
@@ -101,6 +101,59 @@ impl PendingTick {
         let shrunk = p.len - len;
         p.len = len;
         shrunk
+    }
+}
+
+fn new_tick() -> PendingTick {
+    PendingTick {
+        parts: Vec::with_capacity(FIRST_PARTS),
+        ..PendingTick::default()
+    }
+}
+
+/// Payload blocks of parts, shared by every connection of a server: each
+/// holds one part of at most `size` bytes, so no block ever grows, and a
+/// block freed by one connection's acknowledgement carries another's next
+/// tick. Connections add their share when accepted
+/// ([`Blocks::add`]); only a burst of more parts pending at once than
+/// ever before takes new ones.
+#[derive(Debug, Default)]
+pub(super) struct Blocks {
+    free: Vec<Vec<u8>>,
+    size: usize,
+}
+
+impl Blocks {
+    /// An empty pool of blocks of `size` bytes.
+    pub(super) fn new(size: usize) -> Blocks {
+        Blocks {
+            free: Vec::new(),
+            size,
+        }
+    }
+
+    /// Adds `n` free blocks.
+    pub(super) fn add(&mut self, n: usize) {
+        self.free.reserve(n);
+        for _ in 0..n {
+            self.free.push(Vec::with_capacity(self.size));
+        }
+    }
+
+    /// Gives back up to `n` free blocks' memory (a connection left).
+    pub(super) fn remove(&mut self, n: usize) {
+        self.free.truncate(self.free.len().saturating_sub(n));
+    }
+
+    fn take(&mut self) -> Vec<u8> {
+        self.free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.size))
+    }
+
+    fn put(&mut self, mut block: Vec<u8>) {
+        block.clear();
+        self.free.push(block);
     }
 }
 
@@ -171,45 +224,45 @@ impl Backlog {
         self.unsent_len + self.unsent as usize * TICK_BATCH_OVERHEAD
     }
 
-    /// Drops every tick (the connection is closing).
-    pub(super) fn clear(&mut self) {
-        self.ticks.clear();
+    /// Drops every tick (the connection is closing), its blocks back to `blocks`.
+    pub(super) fn clear(&mut self, blocks: &mut Blocks) {
+        while let Some(t) = self.ticks.pop_front() {
+            self.put_spare(t, blocks);
+        }
         self.bytes = 0;
         self.unsent = 0;
         self.unsent_len = 0;
     }
 
     /// Encodes a tick's events for this connection into parts as `split`
-    /// says (straight into the tick's reused payload buffer), against the
+    /// says (each straight into a block taken from `blocks`), against the
     /// client's view as the server tracks it (`shadow`).
     pub(super) fn queue(
         &mut self,
-        tick: u64,
-        digest: u64,
+        (tick, digest): (u64, u64),
         events: &[Event],
         shadow: &mut View,
         pacer: &mut Option<Pacer>,
         split: Split,
+        blocks: &mut Blocks,
     ) -> Result<(), DisconnectReason> {
-        let mut t = self.spare.pop().unwrap_or_else(|| PendingTick {
-            parts: Vec::with_capacity(FIRST_PARTS),
-            ..PendingTick::default()
-        });
+        let mut t = self.spare.pop().unwrap_or_else(new_tick);
         let mut rest = events;
         let mut bytes = 0;
         loop {
             if t.parts.len() >= split.max_parts {
-                self.put_spare(t);
+                self.put_spare(t, blocks);
                 return Err(DisconnectReason::LimitReached);
             }
-            let start = t.bytes.len();
-            t.bytes.resize(start + split.budget, 0);
+            let mut payload = blocks.take();
+            payload.resize(split.budget, 0);
             let resets = pacer.as_ref().map_or(&[][..], Pacer::resets);
-            let Ok(p) = encode_part_with_resets(rest, shadow, &mut t.bytes[start..], resets) else {
-                self.put_spare(t);
+            let Ok(p) = encode_part_with_resets(rest, shadow, &mut payload, resets) else {
+                blocks.put(payload);
+                self.put_spare(t, blocks);
                 return Err(DisconnectReason::Desync);
             };
-            t.bytes.truncate(start + p.len);
+            payload.truncate(p.len);
             let first = t.updated.len();
             if let Some(pacer) = pacer.as_mut() {
                 // The view's staged updates are this part's, by index
@@ -225,7 +278,7 @@ impl Backlog {
                 pacer.sent_in(tick, t.parts.len() as u16, &t.updated[first..]);
             }
             t.parts.push(PendingPart {
-                start,
+                payload,
                 len: p.len,
                 state: PartState::Unsent,
                 updates_at: p.updates_at,
@@ -275,7 +328,7 @@ impl Backlog {
                     part: k as u16,
                     parts,
                     digest: t.digest,
-                    payload: t.payload(p),
+                    payload: p.payload(),
                 })
                 .write_infallible(w);
                 if w.pos() > cap {
@@ -302,6 +355,7 @@ impl Backlog {
         seq: u32,
         carried: &[(u64, u16)],
         pacer: &mut Option<Pacer>,
+        blocks: &mut Blocks,
     ) -> u64 {
         let Some(first) = self.oldest() else {
             return 0;
@@ -347,13 +401,13 @@ impl Backlog {
                 (Fate::Lost, _) => {}
             }
         }
-        self.pop_acked();
+        self.pop_acked(blocks);
         again
     }
 
     /// The client applied every tick up to `tick`: nothing before it needs
     /// resending.
-    pub(super) fn ack_through(&mut self, tick: u64) {
+    pub(super) fn ack_through(&mut self, tick: u64, blocks: &mut Blocks) {
         for t in self.ticks.iter_mut() {
             if t.tick > tick {
                 break;
@@ -370,23 +424,38 @@ impl Backlog {
             }
             t.unacked = 0;
         }
-        self.pop_acked();
+        self.pop_acked(blocks);
     }
 
     /// Drops the fully acknowledged ticks at the front, keeping their buffers.
-    fn pop_acked(&mut self) {
+    fn pop_acked(&mut self, blocks: &mut Blocks) {
         while self.ticks.front().is_some_and(|t| t.unacked == 0) {
             if let Some(t) = self.ticks.pop_front() {
-                self.put_spare(t);
+                self.put_spare(t, blocks);
             }
         }
     }
 
-    fn put_spare(&mut self, mut t: PendingTick) {
-        t.bytes.clear();
-        t.parts.clear();
+    fn put_spare(&mut self, mut t: PendingTick, blocks: &mut Blocks) {
+        for p in t.parts.drain(..) {
+            blocks.put(p.payload);
+        }
         t.updated.clear();
         self.spare.push(t);
+    }
+
+    /// Room for `ticks` pending ticks of up to [`FIRST_PARTS`] parts and
+    /// `updates` paced Updates each, made when the client is accepted, so
+    /// that a steady connection never grows its backlog.
+    pub(super) fn reserve(&mut self, ticks: usize, updates: usize) {
+        self.ticks.reserve(ticks);
+        self.spare.reserve(ticks);
+        while self.spare.len() < ticks {
+            self.spare.push(new_tick());
+        }
+        for t in &mut self.spare {
+            t.updated.reserve(updates);
+        }
     }
 
     /// Checks the kept counts against the parts themselves.
