@@ -688,6 +688,15 @@ impl<A: Clone + Ord> Server<A> {
         }
     }
 
+    /// Returns a removed connection's part blocks to the pool, and takes
+    /// out of the pools what it added when accepted.
+    fn give_back(&mut self, c: &mut Conn<A>) {
+        c.backlog.clear(&mut self.spare.blocks);
+        if c.entity.is_some() {
+            self.spare.remove_connection();
+        }
+    }
+
     /// Ends a connection: the client gets a Disconnect, the host an event.
     fn close(&mut self, id: u32, reason: DisconnectReason) {
         let Some(mut c) = self.conns.remove(&id) else {
@@ -699,10 +708,7 @@ impl<A: Clone + Ord> Server<A> {
         if let Some(e) = c.entity {
             self.by_entity.remove(&e);
         }
-        c.backlog.clear(&mut self.spare.blocks);
-        if c.entity.is_some() {
-            self.spare.remove_connection();
-        }
+        self.give_back(&mut c);
         if self.stateless.len() >= self.config.max_stateless_replies {
             self.stateless.pop_front();
             self.stats.stateless_dropped += 1;
@@ -868,9 +874,10 @@ impl<A: Clone + Ord> Server<A> {
     /// the host hears it left, but no Disconnect goes out, since the new
     /// client at that address would take it for its own.
     fn drop_replaced(&mut self, id: u32) {
-        let Some(c) = self.conns.remove(&id) else {
+        let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
+        self.give_back(&mut c);
         self.forget(&c);
         self.retire_budget(&c);
         self.by_addr.remove(&c.addr);
