@@ -34,7 +34,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const CLIENTS: u32 = 40;
 const NPCS: u64 = 800;
-const WARM_UP: u64 = 400;
+const WARM_UP: u64 = 10;
 const MEASURED: u64 = 300;
 /// The address of a sender that is no client.
 const STRANGER: u32 = 9_999;
