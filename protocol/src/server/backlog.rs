@@ -28,18 +28,11 @@ enum PartState {
     Acked,
 }
 
-impl PendingPart {
-    fn payload(&self) -> &[u8] {
-        &self.payload[..self.len]
-    }
-}
-
 /// One part of a pending tick, its payload in a block of the server's
 /// [`Blocks`].
 #[derive(Debug)]
 struct PendingPart {
     payload: Vec<u8>,
-    len: usize,
     state: PartState,
     /// Where its update section starts in the payload.
     updates_at: usize,
@@ -82,9 +75,10 @@ impl PendingTick {
         if updated.is_empty() || (0..updated.len()).all(keep) {
             return 0;
         }
-        let Ok(len) = retain_updates(&mut p.payload[..p.len], p.updates_at, scratch, keep) else {
+        let Ok(len) = retain_updates(&mut p.payload, p.updates_at, scratch, keep) else {
             return 0;
         };
+        let shrunk = p.payload.len() - len;
         p.payload.truncate(len);
         // Which subjects were dropped, before the pacer hears of it.
         let mut kept = 0;
@@ -98,8 +92,6 @@ impl PendingTick {
             }
         }
         p.count = kept;
-        let shrunk = p.len - len;
-        p.len = len;
         shrunk
     }
 }
@@ -279,7 +271,6 @@ impl Backlog {
             }
             t.parts.push(PendingPart {
                 payload,
-                len: p.len,
                 state: PartState::Unsent,
                 updates_at: p.updates_at,
                 first,
@@ -328,7 +319,7 @@ impl Backlog {
                     part: k as u16,
                     parts,
                     digest: t.digest,
-                    payload: p.payload(),
+                    payload: &p.payload,
                 })
                 .write_infallible(w);
                 if w.pos() > cap {
@@ -337,7 +328,7 @@ impl Backlog {
                 }
                 t.parts[k].state = PartState::InFlight(seq);
                 self.unsent -= 1;
-                self.unsent_len -= t.parts[k].len;
+                self.unsent_len -= t.parts[k].payload.len();
                 carried.push((t.tick, k as u16));
                 wrote = true;
             }
@@ -378,16 +369,16 @@ impl Backlog {
                 (Fate::Acked, state) => {
                     if state == PartState::Unsent {
                         self.unsent -= 1;
-                        self.unsent_len -= p.len;
+                        self.unsent_len -= p.payload.len();
                     }
                     p.state = PartState::Acked;
-                    self.bytes -= p.len;
+                    self.bytes -= p.payload.len();
                     t.unacked -= 1;
                 }
                 (Fate::Lost, PartState::InFlight(s)) if s == seq => {
                     p.state = PartState::Unsent;
                     self.unsent += 1;
-                    self.unsent_len += p.len;
+                    self.unsent_len += p.payload.len();
                     again += 1;
                     // With a budget a part is never resent with Updates that
                     // may have been superseded: they are dropped, and each
@@ -416,10 +407,10 @@ impl Backlog {
                 if p.state != PartState::Acked {
                     if p.state == PartState::Unsent {
                         self.unsent -= 1;
-                        self.unsent_len -= p.len;
+                        self.unsent_len -= p.payload.len();
                     }
                     p.state = PartState::Acked;
-                    self.bytes -= p.len;
+                    self.bytes -= p.payload.len();
                 }
             }
             t.unacked = 0;
@@ -466,12 +457,12 @@ impl Backlog {
         assert_eq!(self.unsent as usize, unsent, "unsent parts miscounted");
         let unsent_len: usize = parts()
             .filter(|p| p.state == PartState::Unsent)
-            .map(|p| p.len)
+            .map(|p| p.payload.len())
             .sum();
         assert_eq!(self.unsent_len, unsent_len, "unsent bytes miscounted");
         let bytes: usize = parts()
             .filter(|p| p.state != PartState::Acked)
-            .map(|p| p.len)
+            .map(|p| p.payload.len())
             .sum();
         assert_eq!(self.bytes, bytes, "unacknowledged bytes miscounted");
     }
