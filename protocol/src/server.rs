@@ -211,9 +211,10 @@ struct Spare {
     blocks: Blocks,
 }
 
-/// Packet records, part blocks and pending ticks each accepted connection
-/// brings: enough for a tick of up to [`FIRST_PARTS`] parts a tick with
-/// the previous tick's packets still in flight.
+/// What each accepted connection brings: packet records and part blocks
+/// to the shared pools, and room for pending ticks in its own backlog.
+/// Eight of each hold ticks of a few parts each while earlier ticks'
+/// packets are in flight, and the deeper backlog a lost packet makes.
 const RECORDS_PER_CONNECTION: usize = 8;
 const BLOCKS_PER_CONNECTION: usize = 8;
 const TICKS_PER_CONNECTION: usize = 8;
