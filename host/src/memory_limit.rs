@@ -77,6 +77,30 @@ impl MemoryLimit {
             Err(TooMuchMemory {
                 needed,
                 limit: *self,
+                clients: None,
+            })
+        }
+    }
+
+    /// `Ok` when a world built from `config` and `clients` connections
+    /// reserving `per_client` bytes each fit under the limit together.
+    pub fn check_serving(
+        &self,
+        config: &Config,
+        clients: u64,
+        per_client: u64,
+    ) -> Result<(), TooMuchMemory> {
+        self.check(config)?;
+        let needed = config
+            .reserved_bytes()
+            .saturating_add(clients.saturating_mul(per_client));
+        if needed <= self.bytes {
+            Ok(())
+        } else {
+            Err(TooMuchMemory {
+                needed,
+                limit: *self,
+                clients: Some((clients, per_client)),
             })
         }
     }
@@ -106,18 +130,33 @@ pub struct TooMuchMemory {
     pub needed: u64,
     /// The limit it exceeds.
     pub limit: MemoryLimit,
+    /// When the world's clients are counted in `needed`: how many, and the
+    /// bytes each one's connection reserves.
+    pub clients: Option<(u64, u64)>,
 }
 
 impl fmt::Display for TooMuchMemory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the world would reserve about {} ({} bytes), more than the memory limit of {}; \
-             lower max_entities, max_observers or max_view, or set the limit with --max-memory",
-            Size(self.needed),
-            self.needed,
-            self.limit
-        )
+        match self.clients {
+            None => write!(
+                f,
+                "the world would reserve about {} ({} bytes), more than the memory limit of {}; \
+                 lower max_entities, max_observers or max_view, or set the limit with --max-memory",
+                Size(self.needed),
+                self.needed,
+                self.limit
+            ),
+            Some((clients, each)) => write!(
+                f,
+                "the world and its {clients} clients would reserve about {} ({} bytes; each \
+                 client's connection about {}), more than the memory limit of {}; lower \
+                 max_clients or max_view, or set the limit with --max-memory",
+                Size(self.needed),
+                self.needed,
+                Size(each),
+                self.limit
+            ),
+        }
     }
 }
 

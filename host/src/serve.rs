@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lockgrid_kernel::{Config, Fix};
-use lockgrid_protocol::{Instant, ServerConfig, MAX_MTU};
+use lockgrid_protocol::{Instant, Server, ServerConfig, WorldParams, MAX_MTU};
 use tracing::{debug, info, warn};
 
 use crate::journal::SyncPolicy;
@@ -256,16 +256,8 @@ pub fn serve_with(
             opts.data_dir.display()
         )));
     }
-    let interval = Duration::from_micros(1_000_000 / u64::from(opts.tick_rate));
     let config = NodeConfig {
-        server: ServerConfig {
-            max_connections: opts.max_clients,
-            tick_interval: interval,
-            idle_timeout: opts.client_timeout,
-            conn_id_seed: fresh_seed(),
-            budget_bytes_per_sec: opts.budget,
-            ..ServerConfig::default()
-        },
+        server: server_config(&opts),
         snapshot_every: opts.snapshot_every,
         max_packets_per_sec: opts.max_packets_per_sec,
         threads: opts.threads,
@@ -321,7 +313,7 @@ pub fn serve_with(
         },
     };
     let started = std::time::Instant::now();
-    let result = driver.run(&mut node, &opts, interval, stop);
+    let result = driver.run(&mut node, &opts, config.server.tick_interval, stop);
     // Whatever happened, tell the clients and close the journal.
     node.shutdown();
     if let Err(e) = driver.flush(&mut node) {
@@ -402,9 +394,26 @@ fn check_memory(opts: &ServeOptions) -> Result<(), ServeError> {
     let limit = opts
         .max_memory
         .map_or_else(MemoryLimit::default_for_machine, MemoryLimit::given);
+    // Every client's connection reserves its share when it joins.
+    let per_client = Server::<SocketAddr>::reserved_per_connection(
+        &server_config(opts),
+        &WorldParams::from(&world),
+    );
     limit
-        .check(&world)
+        .check_serving(&world, opts.max_clients as u64, per_client)
         .map_err(|e| ServeError::Options(e.to_string()))
+}
+
+/// The protocol server's configuration for `opts`.
+fn server_config(opts: &ServeOptions) -> ServerConfig {
+    ServerConfig {
+        max_connections: opts.max_clients,
+        tick_interval: Duration::from_micros(1_000_000 / u64::from(opts.tick_rate)),
+        idle_timeout: opts.client_timeout,
+        conn_id_seed: fresh_seed(),
+        budget_bytes_per_sec: opts.budget,
+        ..ServerConfig::default()
+    }
 }
 
 /// A per-process seed for connection ids (not reproducible on purpose).

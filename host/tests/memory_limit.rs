@@ -87,6 +87,40 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
 }
 
 #[test]
+fn serve_counts_what_each_clients_connection_reserves() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // The default world (about 38 MiB) fits 512 MiB; 100 000 connections
+    // with room for views of 1 024 subjects do not.
+    let out = lockgrid()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--max-memory",
+            "512MiB",
+            "--max-clients",
+            "100000",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("the world and its 100000 clients would reserve about 5.")
+            && stderr.contains("GiB")
+            && stderr.contains("each client's connection about 5")
+            && stderr.contains("more than the memory limit of 512.0 MiB (--max-memory)"),
+        "{stderr}"
+    );
+    assert!(!data.exists(), "no data folder (nor lock file) was created");
+}
+
+#[test]
 fn serve_checks_the_world_of_an_existing_data_folder() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

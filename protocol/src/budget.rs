@@ -146,6 +146,9 @@ struct State {
 }
 
 /// What the connection knows of one visible subject.
+/// Bytes a pacer keeps for each subject of the view.
+pub(crate) const TRACK_BYTES: usize = core::mem::size_of::<Track>();
+
 #[derive(Clone, Copy, Debug)]
 struct Track {
     id: EntityId,

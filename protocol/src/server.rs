@@ -3,11 +3,12 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
+use core::mem::size_of;
 
 use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
-use crate::budget::{membership_bytes, BudgetStats, Pacer, PacerScratch};
+use crate::budget::{membership_bytes, BudgetStats, Pacer, PacerScratch, TRACK_BYTES};
 use crate::config::{InvalidConfig, ServerConfig, ServerSecurity, TICK_BATCH_OVERHEAD};
 use crate::error::BufferTooSmall;
 use crate::frame::{
@@ -22,7 +23,7 @@ use crate::time::Instant;
 use crate::timers::{TimerSlot, Timers};
 use crate::token::{open_hello_token, peek_hello_token, TokenClaims, TokenError};
 use crate::used_tokens::UsedTokens;
-use crate::view::{Scratch, View};
+use crate::view::{Scratch, Seen, View};
 use crate::wire::Writer;
 use crate::Transmit;
 use backlog::{Backlog, Blocks, Split, FIRST_PARTS};
@@ -475,6 +476,27 @@ impl<A: Clone + Ord> Server<A> {
             stats: ServerStats::default(),
             retired_budget: BudgetStats::default(),
         })
+    }
+
+    /// Bytes a connection reserves when its client is accepted (see
+    /// *Memory taken on accept* in `docs/protocol.md`), for a server of
+    /// `config` serving `world`, about: what a host multiplies by its
+    /// most clients to bound a server's memory before it starts.
+    pub fn reserved_per_connection(config: &ServerConfig, world: &WorldParams) -> u64 {
+        let room = view_room(world);
+        let budget = config.budget_bytes_per_sec.is_some();
+        let record = size_of::<SentData>()
+            + FIRST_PARTS * size_of::<(u64, u16)>()
+            + FIRST_REFUSALS * size_of::<RefusedInput>();
+        // A record in the shared pool, and room in the sent log's two queues.
+        let in_flight = size_of::<SentData>() + size_of::<(u32, Instant)>();
+        let bytes = size_of::<Conn<A>>()
+            + room * size_of::<(EntityId, Seen)>()
+            + Backlog::reserved_bytes(TICKS_PER_CONNECTION, if budget { room } else { 0 })
+            + RECORDS_PER_CONNECTION * (record + 2 * in_flight)
+            + BLOCKS_PER_CONNECTION * config.part_budget()
+            + if budget { room * TRACK_BYTES } else { 0 };
+        bytes as u64
     }
 
     /// A server that accepts only connect tokens minted under

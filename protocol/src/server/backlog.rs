@@ -5,6 +5,7 @@
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::mem::size_of;
 
 use lockgrid_kernel::{EntityId, Event};
 
@@ -433,6 +434,15 @@ impl Backlog {
         }
         t.updated.clear();
         self.spare.push(t);
+    }
+
+    /// Bytes [`reserve`](Self::reserve) takes for `ticks` and `updates`.
+    pub(super) fn reserved_bytes(ticks: usize, updates: usize) -> usize {
+        // Each tick is held in the queue's room and, spare, in the spare list's.
+        ticks
+            * (2 * size_of::<PendingTick>()
+                + FIRST_PARTS * size_of::<PendingPart>()
+                + updates * size_of::<EntityId>())
     }
 
     /// Room for `ticks` pending ticks of up to [`FIRST_PARTS`] parts and
