@@ -34,7 +34,9 @@
 //! fields and the client never sees a Leave or Update for a subject it does
 //! not hold. Decoding any bytes yields a value or a typed error, never a
 //! panic, and no allocation is sized by an untrusted length. Per-connection
-//! memory is bounded by [`ServerConfig`].
+//! memory is bounded by [`ServerConfig`], and reserved when a client is
+//! accepted ([`Server::reserved_per_connection`]): a steady server
+//! allocates nothing per tick.
 //!
 //! # The drive loop
 //!
