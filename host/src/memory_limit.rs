@@ -70,16 +70,7 @@ impl MemoryLimit {
 
     /// `Ok` when a world built from `config` fits under the limit.
     pub fn check(&self, config: &Config) -> Result<(), TooMuchMemory> {
-        let needed = config.reserved_bytes();
-        if needed <= self.bytes {
-            Ok(())
-        } else {
-            Err(TooMuchMemory {
-                needed,
-                limit: *self,
-                clients: None,
-            })
-        }
+        self.fits(config.reserved_bytes(), None)
     }
 
     /// `Ok` when a world built from `config` and `clients` connections
@@ -94,13 +85,17 @@ impl MemoryLimit {
         let needed = config
             .reserved_bytes()
             .saturating_add(clients.saturating_mul(per_client));
+        self.fits(needed, Some((clients, per_client)))
+    }
+
+    fn fits(&self, needed: u64, clients: Option<(u64, u64)>) -> Result<(), TooMuchMemory> {
         if needed <= self.bytes {
             Ok(())
         } else {
             Err(TooMuchMemory {
                 needed,
                 limit: *self,
-                clients: Some((clients, per_client)),
+                clients,
             })
         }
     }

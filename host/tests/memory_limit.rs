@@ -18,6 +18,20 @@ fn refused(out: &Output) -> String {
     String::from_utf8(out.stderr.clone()).unwrap()
 }
 
+/// `lockgrid serve` on a free port with `--max-memory limit`, `extra`
+/// flags and `data` as its data folder, run to its exit.
+fn serve(limit: &str, extra: &[&str], data: &Path) -> Output {
+    lockgrid()
+        .args(["serve", "--addr", "127.0.0.1:0", "--max-memory", limit])
+        .args(extra)
+        .arg("--data-dir")
+        .arg(data)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn run_refuses_a_world_above_the_limit() {
     for by_cell in [false, true] {
@@ -62,20 +76,7 @@ fn run_refuses_a_size_it_cannot_read() {
 fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let out = lockgrid()
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--max-memory",
-            "16MiB",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = serve("16MiB", &[], &data);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -92,22 +93,7 @@ fn serve_counts_what_each_clients_connection_reserves() {
     let data = dir.path().join("data");
     // The default world (about 38 MiB) fits 512 MiB; 100 000 connections
     // with room for views of 1 024 subjects do not.
-    let out = lockgrid()
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--max-memory",
-            "512MiB",
-            "--max-clients",
-            "100000",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = serve("512MiB", &["--max-clients", "100000"], &data);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -134,20 +120,7 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
     assert!(out.status.success(), "{out:?}");
     // The options' world (the default) would reserve 38 MiB: the figure
     // says that the journal's world, the one that would run, is checked.
-    let out = lockgrid()
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--max-memory",
-            "4MiB",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = serve("4MiB", &[], &data);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(

@@ -76,6 +76,15 @@ fn client(i: usize, sealed: bool) -> Client<u32> {
     Client::with_token(ClientConfig::default(), 0, &token, now).expect("valid config")
 }
 
+/// Records, for tick `t`, each named part of it that allocated.
+fn note_allocations(allocated: &mut Vec<String>, t: u64, parts: [(&str, stats_alloc::Stats); 2]) {
+    for (what, s) in parts {
+        if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
+            allocated.push(format!("tick {t} {what}: {s:?}"));
+        }
+    }
+}
+
 /// Runs one server and fails on any allocation in its measured ticks.
 fn steady_state_is_allocation_free(
     name: &str,
@@ -190,11 +199,11 @@ fn steady_state_is_allocation_free(
         let ticked = region.change();
         if measured {
             sent += down_at.len() as u64;
-            for (what, s) in [("acks and inputs", handled), ("tick", ticked)] {
-                if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
-                    allocated.push(format!("tick {t} {what}: {s:?}"));
-                }
-            }
+            note_allocations(
+                &mut allocated,
+                t,
+                [("acks and inputs", handled), ("tick", ticked)],
+            );
         }
         // Each tick one client loses its first datagram (each client one
         // in CLIENTS ticks): its parts are sent again. Losses far apart
@@ -334,11 +343,7 @@ fn a_view_that_fills_after_connecting_allocates_nothing() {
         let ticked = region.change();
         most_datagrams = most_datagrams.max(down_at.len());
         if t > SETTLE {
-            for (what, s) in [("acks", handled), ("tick", ticked)] {
-                if (s.allocations, s.reallocations, s.deallocations) != (0, 0, 0) {
-                    allocated.push(format!("tick {t} {what}: {s:?}"));
-                }
-            }
+            note_allocations(&mut allocated, t, [("acks", handled), ("tick", ticked)]);
         }
         for &(at, len) in &down_at {
             client.handle_datagram(now, 0, &down[at..at + len]);
