@@ -257,7 +257,7 @@ pub fn serve_with(
         )));
     }
     let config = NodeConfig {
-        server: server_config(&opts),
+        server: server_config(&opts, fresh_seed()),
         snapshot_every: opts.snapshot_every,
         max_packets_per_sec: opts.max_packets_per_sec,
         threads: opts.threads,
@@ -280,12 +280,7 @@ pub fn serve_with(
             "the data folder's world config is kept; world options apply to new data folders only"
         );
     }
-    if u64::from(opts.npcs) >= CLIENT_ID_BASE || opts.npcs > world.max_entities {
-        return Err(ServeError::Options(format!(
-            "--npcs {} exceeds the world's max_entities {}",
-            opts.npcs, world.max_entities
-        )));
-    }
+    check_npcs(&opts, &world).map_err(ServeError::Options)?;
     let socket = UdpSocket::bind(opts.addr).map_err(ServeError::Socket)?;
     let local = socket.local_addr().map_err(ServeError::Socket)?;
     secure(&mut node, opts.key.as_ref(), local, unix_secs_at_zero)?;
@@ -357,7 +352,8 @@ fn secure(
     Ok(())
 }
 
-fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
+/// Refuses options no server can run with.
+pub(crate) fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
     if opts.tick_rate == 0 || opts.tick_rate > 1000 {
         return Err(ServeError::Options(
             "--tick-rate must be in 1..=1000".into(),
@@ -391,26 +387,45 @@ fn check_memory(opts: &ServeOptions) -> Result<(), ServeError> {
         },
         false => opts.world,
     };
+    check_memory_for(&world, opts).map_err(ServeError::Options)
+}
+
+/// Refuses a world that, with a connection for each of `--max-clients`,
+/// would reserve more memory than the limit (`--max-memory`, else the
+/// machine's). Shared by the UDP and the cluster drivers.
+pub(crate) fn check_memory_for(world: &Config, opts: &ServeOptions) -> Result<(), String> {
     let limit = opts
         .max_memory
         .map_or_else(MemoryLimit::default_for_machine, MemoryLimit::given);
     // Every client's connection reserves its share when it joins.
     let per_client = Server::<SocketAddr>::reserved_per_connection(
-        &server_config(opts),
-        &WorldParams::from(&world),
+        &server_config(opts, 0),
+        &WorldParams::from(world),
     );
     limit
-        .check_serving(&world, opts.max_clients as u64, per_client)
-        .map_err(|e| ServeError::Options(e.to_string()))
+        .check_serving(world, opts.max_clients as u64, per_client)
+        .map_err(|e| e.to_string())
 }
 
-/// The protocol server's configuration for `opts`.
-fn server_config(opts: &ServeOptions) -> ServerConfig {
+/// Refuses more NPCs than the world (or the ids below the clients') holds.
+pub(crate) fn check_npcs(opts: &ServeOptions, world: &Config) -> Result<(), String> {
+    if u64::from(opts.npcs) >= CLIENT_ID_BASE || opts.npcs > world.max_entities {
+        return Err(format!(
+            "--npcs {} exceeds the world's max_entities {}",
+            opts.npcs, world.max_entities
+        ));
+    }
+    Ok(())
+}
+
+/// The protocol server's configuration for `opts`, its connection ids
+/// drawn from `conn_id_seed`.
+pub(crate) fn server_config(opts: &ServeOptions, conn_id_seed: u64) -> ServerConfig {
     ServerConfig {
         max_connections: opts.max_clients,
         tick_interval: Duration::from_micros(1_000_000 / u64::from(opts.tick_rate)),
         idle_timeout: opts.client_timeout,
-        conn_id_seed: fresh_seed(),
+        conn_id_seed,
         budget_bytes_per_sec: opts.budget,
         ..ServerConfig::default()
     }

@@ -1,5 +1,8 @@
-//! `lockgrid run` and `lockgrid serve` refuse, before building it, a world
-//! that would reserve more memory than the limit, with the figures.
+//! `lockgrid run` and `lockgrid serve` (one node or a cluster's) refuse,
+//! before building it, a world that would reserve more memory than the
+//! limit, with the figures.
+
+mod cluster_common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -125,6 +128,53 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("the world would reserve about 6.6 MiB"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_cluster_node_checks_the_streams_world_and_its_clients() {
+    let Some(nats) = cluster_common::nats_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let servers = cluster_common::start_nats(&nats, &dir.path().join("nats"), 1);
+    let url = servers[0].url();
+    let cluster = |limit: &str, extra: &[&str], data: &str| {
+        let mut args = vec!["--cluster", &url, "--world", "sized"];
+        args.extend_from_slice(extra);
+        serve(limit, &args, &dir.path().join(data))
+    };
+
+    // A new world above the limit is refused before it is stored...
+    let stderr = refused(&cluster("16MiB", &["--ticks", "5"], "a"));
+    assert!(
+        stderr.contains("the world would reserve about 38.")
+            && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
+        "{stderr}"
+    );
+    // ...so the next node stores its own, a small one, and runs.
+    let small = ["--ticks", "5", "--max-clients", "16", "--config"];
+    let config = dir.path().join("small.toml");
+    std::fs::write(&config, "[world]\nmax_entities = 64\nmax_view = 16\n").unwrap();
+    let mut args = small.to_vec();
+    args.push(config.to_str().unwrap());
+    let out = cluster("16MiB", &args, "b");
+    assert!(out.status.success(), "{out:?}");
+
+    // The stored world is what a joining node checks, not its options'
+    // (the default world, 38 MiB, would not fit 4 MiB)...
+    let out = cluster("4MiB", &["--ticks", "5", "--max-clients", "16"], "c");
+    assert!(out.status.success(), "{out:?}");
+    // ...with each of its clients' connections.
+    let stderr = refused(&cluster(
+        "64MiB",
+        &["--ticks", "5", "--max-clients", "100000"],
+        "d",
+    ));
+    assert!(
+        stderr.contains("the world and its 100000 clients would reserve about ")
+            && stderr.contains("more than the memory limit of 64.0 MiB (--max-memory)"),
         "{stderr}"
     );
 }

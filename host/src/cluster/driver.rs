@@ -38,7 +38,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use lockgrid_kernel::{Command, Config, Event, TickReport, World};
-use lockgrid_protocol::{Instant, ServerConfig, MAX_MTU};
+use lockgrid_protocol::{Instant, MAX_MTU};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -273,17 +273,20 @@ pub fn serve_cluster(
     runtime.block_on(run(opts, cluster, stop, on_ready))
 }
 
+/// Refuses a world this node's options cannot serve: more NPCs than it
+/// holds, or more memory than the limit with `--max-clients` connections.
+fn check_world(world: &Config, opts: &ServeOptions) -> Result<(), ClusterError> {
+    crate::serve::check_npcs(opts, world).map_err(ClusterError::Options)?;
+    crate::serve::check_memory_for(world, opts).map_err(ClusterError::Options)
+}
+
 async fn run(
     opts: ServeOptions,
     cluster: ClusterOptions,
     stop: &AtomicBool,
     on_ready: impl FnOnce(SocketAddr),
 ) -> Result<ClusterSummary, ClusterError> {
-    if opts.tick_rate == 0 || opts.tick_rate > 1000 {
-        return Err(ClusterError::Options(
-            "--tick-rate must be between 1 and 1000".into(),
-        ));
-    }
+    crate::serve::check_options(&opts).map_err(|e| ClusterError::Options(e.to_string()))?;
     std::fs::create_dir_all(&opts.data_dir).map_err(ClusterError::Io)?;
     let client = super::log::connect(&cluster.urls).await?;
     let log = ClusterLog::open(
@@ -293,7 +296,16 @@ async fn run(
         cluster.lease_time,
     )
     .await?;
+    // Refused before this node stores a new world's config: the stored
+    // world when there is one, else the options'; checked again should
+    // another node have stored one meanwhile.
+    let stored = log.stored_world_config().await?;
+    let checked = stored.unwrap_or(opts.world);
+    check_world(&checked, &opts)?;
     let (config, created) = log.world_config(&opts.world).await?;
+    if config != checked {
+        check_world(&config, &opts)?;
+    }
     if !created && config != opts.world {
         info!("the stream's world config is kept; world options apply to new worlds only");
     }
@@ -305,13 +317,10 @@ async fn run(
 
     let interval = Duration::from_micros(1_000_000 / u64::from(opts.tick_rate));
     let node_config = NodeConfig {
-        server: ServerConfig {
-            max_connections: opts.max_clients,
-            tick_interval: interval,
-            idle_timeout: opts.client_timeout,
-            conn_id_seed: u64::from(slot).rotate_left(40) ^ u64::from(std::process::id()),
-            ..ServerConfig::default()
-        },
+        server: crate::serve::server_config(
+            &opts,
+            u64::from(slot).rotate_left(40) ^ u64::from(std::process::id()),
+        ),
         snapshot_every: 0,
         max_packets_per_sec: opts.max_packets_per_sec,
         // Each node names its clients from its own range, so two nodes
@@ -324,7 +333,8 @@ async fn run(
         },
         threads: opts.threads,
     };
-    let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed);
+    let rules = DefaultRules::new(opts.max_speed, opts.tick_rate, opts.npcs, opts.seed)
+        .with_spawn_area(opts.spawn_area);
     let clock = Clock(std::time::Instant::now());
     // The Unix time of the clock's zero, for connect tokens' expiry.
     let unix_secs_at_zero = crate::token::unix_now();

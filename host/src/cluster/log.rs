@@ -236,19 +236,15 @@ impl ClusterLog {
         })
         .await
         .map_err(|e| ClusterError::nats("read the world config", e))?;
-        let bytes: &[u8; HEADER_LEN] =
-            stored
-                .as_ref()
-                .try_into()
-                .map_err(|_| ClusterError::Corrupt {
-                    seq: 0,
-                    what: format!("the world's config is {} bytes", stored.len()),
-                })?;
-        let config = decode_header(bytes).map_err(|f| ClusterError::Corrupt {
-            seq: 0,
-            what: format!("the world's config does not decode ({f:?})"),
-        })?;
-        Ok((config, created.get()))
+        Ok((decode_world_config(&stored)?, created.get()))
+    }
+
+    /// The world's config if one is stored, without storing any.
+    pub async fn stored_world_config(&self) -> Result<Option<Config>, ClusterError> {
+        let stored = retry(|| async { self.meta.get("config").await.map_err(|e| e.to_string()) })
+            .await
+            .map_err(|e| ClusterError::nats("read the world config", e))?;
+        stored.map(|v| decode_world_config(&v)).transpose()
     }
 
     /// A slot number no other node of this world has had (1, 2, 3, …).
@@ -585,4 +581,16 @@ async fn get_or_create_kv(
     js.get_key_value(config.bucket)
         .await
         .map_err(|e| ClusterError::nats("open a key-value bucket", e))
+}
+
+/// A stored world config, which must be one whole header.
+fn decode_world_config(stored: &[u8]) -> Result<Config, ClusterError> {
+    let bytes: &[u8; HEADER_LEN] = stored.try_into().map_err(|_| ClusterError::Corrupt {
+        seq: 0,
+        what: format!("the world's config is {} bytes", stored.len()),
+    })?;
+    decode_header(bytes).map_err(|f| ClusterError::Corrupt {
+        seq: 0,
+        what: format!("the world's config does not decode ({f:?})"),
+    })
 }
