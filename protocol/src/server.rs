@@ -1,5 +1,6 @@
 //! The server endpoint: many connections, one per client address.
 
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
@@ -347,7 +348,10 @@ pub struct Server<A> {
     config: ServerConfig,
     world: WorldParams,
     now: Instant,
-    conns: BTreeMap<u32, Conn<A>>,
+    /// Boxed: the tree's nodes then hold ids and pointers, a few hundred
+    /// bytes, not eleven connections of over a kilobyte each, so a lookup
+    /// by id walks nodes that stay in cache.
+    conns: BTreeMap<u32, Box<Conn<A>>>,
     /// Every connection's [`Conn::deadline`], earliest first.
     timers: Timers,
     /// The connections [`handle_timeout`](Self::handle_timeout) visits
@@ -1023,7 +1027,7 @@ impl<A: Clone + Ord> Server<A> {
             },
             timer,
         };
-        self.conns.insert(id, conn);
+        self.conns.insert(id, Box::new(conn));
         // Room for every connection: waking one never grows the queue.
         self.ready
             .reserve(self.conns.len().saturating_sub(self.ready.len()));
@@ -1587,7 +1591,7 @@ impl<A: Clone + Ord> Server<A> {
                     stats,
                     pacer,
                     ..
-                } = &mut *c;
+                } = &mut **c;
                 let spare = &mut self.spare;
                 sent.on_timeout(now, rto, |fate, data| {
                     packet_fate(backlog, refusals, stats, spare, pacer, fate, data)
