@@ -743,10 +743,10 @@ impl<A: Clone + Ord> Server<A> {
         // A connection with keys says goodbye sealed, with its next packet
         // number, so its client can believe it.
         let sealed = match &c.keys {
-            Some(k) => match c.next_seq.checked_add(1) {
-                Some(_) => Some((k.send.clone(), c.next_seq)),
-                None => None,
-            },
+            Some(k) => c
+                .next_seq
+                .checked_add(1)
+                .map(|_| (k.send.clone(), c.next_seq)),
             None => None,
         };
         if c.keys.is_none() || sealed.is_some() {
