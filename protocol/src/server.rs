@@ -1,6 +1,5 @@
 //! The server endpoint: many connections, one per client address.
 
-use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
@@ -348,10 +347,7 @@ pub struct Server<A> {
     config: ServerConfig,
     world: WorldParams,
     now: Instant,
-    /// Boxed: the tree's nodes then hold ids and pointers, a few hundred
-    /// bytes, not eleven connections of over a kilobyte each, so a lookup
-    /// by id walks nodes that stay in cache.
-    conns: BTreeMap<u32, Box<Conn<A>>>,
+    conns: BTreeMap<u32, Conn<A>>,
     /// Every connection's [`Conn::deadline`], earliest first.
     timers: Timers,
     /// The connections [`handle_timeout`](Self::handle_timeout) visits
@@ -743,10 +739,10 @@ impl<A: Clone + Ord> Server<A> {
         // A connection with keys says goodbye sealed, with its next packet
         // number, so its client can believe it.
         let sealed = match &c.keys {
-            Some(k) => c
-                .next_seq
-                .checked_add(1)
-                .map(|_| (k.send.clone(), c.next_seq)),
+            Some(k) => match c.next_seq.checked_add(1) {
+                Some(_) => Some((k.send.clone(), c.next_seq)),
+                None => None,
+            },
             None => None,
         };
         if c.keys.is_none() || sealed.is_some() {
@@ -1027,7 +1023,7 @@ impl<A: Clone + Ord> Server<A> {
             },
             timer,
         };
-        self.conns.insert(id, Box::new(conn));
+        self.conns.insert(id, conn);
         // Room for every connection: waking one never grows the queue.
         self.ready
             .reserve(self.conns.len().saturating_sub(self.ready.len()));
@@ -1591,7 +1587,7 @@ impl<A: Clone + Ord> Server<A> {
                     stats,
                     pacer,
                     ..
-                } = &mut **c;
+                } = &mut *c;
                 let spare = &mut self.spare;
                 sent.on_timeout(now, rto, |fate, data| {
                     packet_fate(backlog, refusals, stats, spare, pacer, fate, data)
