@@ -149,7 +149,7 @@ pub use reason::DisconnectReason;
 pub use refusal::{InputRefusal, RefusedInput, MAX_REFUSALS_PER_FRAME};
 pub use server::{
     ConnError, ConnId, ConnStats, PushTickError, Server, ServerEvent, ServerStats,
-    MAX_QUEUED_REFUSALS, MAX_VIEW_RESERVE,
+    MAX_QUEUED_REFUSALS,
 };
 pub use time::Instant;
 pub use token::{ConnectToken, PrivateKey, TokenClaims, TokenError, TokenParams};

@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::mem::size_of;
 
-use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn};
+use lockgrid_kernel::{Command, EntityId, Event, Pos, Spawn, MAX_ENTITIES};
 
 use crate::ack::{Fate, Receipt, RecvTracker, Rtt, SentLog};
 use crate::budget::{membership_bytes, BudgetStats, Pacer, PacerScratch, TRACK_BYTES};
@@ -220,14 +220,12 @@ const RECORDS_PER_CONNECTION: usize = 8;
 const BLOCKS_PER_CONNECTION: usize = 8;
 const TICKS_PER_CONNECTION: usize = 8;
 
-/// Most subjects a connection's shadow view reserves room for when its
-/// client is accepted: the world's `max_view`, up to this. A larger view
-/// grows its room as it fills.
-pub const MAX_VIEW_RESERVE: u32 = 4096;
-
-/// Room a shadow view reserves on accept (see [`MAX_VIEW_RESERVE`]).
+/// Room a shadow view reserves on accept: the world's `max_view`, as far
+/// as a kernel's view can hold that many ([`MAX_ENTITIES`]), so that no
+/// view ever grows after its client joins. The host's memory check counts
+/// it ([`Server::reserved_per_connection`]).
 fn view_room(world: &WorldParams) -> usize {
-    world.max_view.min(MAX_VIEW_RESERVE) as usize
+    world.max_view.min(MAX_ENTITIES) as usize
 }
 
 /// Refusals a new packet record has room for: a client whose moves the

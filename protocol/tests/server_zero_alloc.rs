@@ -29,7 +29,7 @@ use std::alloc::System;
 
 use common::crowd::{config, Layout, Walkers};
 use common::lan::{key, server_socket, PROTOCOL_ID, UNIX_AT_ZERO};
-use lockgrid_kernel::{Command, EntityId, Fix, Move, Pos, Spawn, World};
+use lockgrid_kernel::{Command, Config, EntityId, Fix, Move, Pos, Spawn, World};
 use lockgrid_protocol::token::{ConnectToken, TokenParams};
 use lockgrid_protocol::{
     Client, ClientConfig, ClientLimits, InputRefusal, Instant, Server, ServerConfig, ServerEvent,
@@ -258,20 +258,31 @@ fn steady_state_is_allocation_free(
 /// view had room for the world's `max_view` from the moment it was
 /// accepted, it brought part blocks and packet records to the server's
 /// pools, and the parts are staged in one buffer the server sized when
-/// it was built, so nothing grows.
+/// it was built, so nothing grows. The same for a view of 4 500 subjects
+/// in a world whose `max_view` is 5 000, a hundred a tick, then 500.
 fn a_view_that_fills_after_connecting_allocates_nothing() {
-    const NPCS: u64 = 300;
-    const ONE_BY_ONE: u64 = 100;
+    view_fills_after_connecting(config(), 300, 100, 1);
+    let wide = Config {
+        max_view: 5_000,
+        max_observers: 4,
+        ..config()
+    };
+    view_fills_after_connecting(wide, 4_500, 40, 100);
+}
+
+/// `npcs` NPCs far away walk into the client's view, `per_tick` a tick for
+/// `ticks` ticks, then the rest at once; no tick allocates.
+fn view_fills_after_connecting(cfg: Config, npcs: u64, ticks: u64, per_tick: u64) {
     const SETTLE: u64 = 20;
-    let cfg = config();
     let mut world = World::new(cfg).expect("valid config");
     let mut server: Server<u32> =
         Server::new(ServerConfig::default(), WorldParams::from(&cfg)).expect("valid config");
     let mut client = client(0, false);
-    // NPCs far from the client, in the world's first cells.
+    // NPCs far from the client, in the world's first cells, and near it:
+    // within the cells around the client's, (2 050, 2 050).
     let far = |i: u64| Pos::from_ints(50 + (i % 30) as i32 * 3, 50 + (i / 30) as i32 * 3);
-    let near = |i: u64| Pos::from_ints(2_010 + (i % 30) as i32 * 3, 2_010 + (i / 30) as i32 * 3);
-    let mut commands: Vec<Command> = (1..=NPCS)
+    let near = |i: u64| Pos::from_ints(1_910 + (i % 70) as i32 * 4, 1_910 + (i / 70) as i32 * 4);
+    let mut commands: Vec<Command> = (1..=npcs)
         .map(|id| Command::Spawn(Spawn::npc(id, far(id))))
         .collect();
     let mut events = Vec::with_capacity(1 << 12);
@@ -282,14 +293,14 @@ fn a_view_that_fills_after_connecting_allocates_nothing() {
     let mut down_at: Vec<(usize, usize)> = Vec::with_capacity(64);
     let mut allocated = Vec::new();
     let mut most_datagrams = 0;
-    for t in 1..=SETTLE + ONE_BY_ONE + 10 {
+    for t in 1..=SETTLE + ticks + 10 {
         let now = Instant::from_micros(1 + t * 50_000);
-        // From SETTLE on, NPC t − SETTLE walks into the client's cell and
-        // stays; after ONE_BY_ONE of them, the rest come at once.
+        // From SETTLE on, `per_tick` NPCs a tick walk into the client's
+        // view and stay; after `ticks` ticks, the rest come at once.
         let ids = match t.saturating_sub(SETTLE) {
             0 => 1..1,
-            n if n <= ONE_BY_ONE => n..n + 1,
-            n if n == ONE_BY_ONE + 1 => n..NPCS + 1,
+            n if n <= ticks => (n - 1) * per_tick + 1..n * per_tick + 1,
+            n if n == ticks + 1 => (n - 1) * per_tick + 1..npcs + 1,
             _ => 1..1,
         };
         for id in ids {
@@ -350,12 +361,12 @@ fn a_view_that_fills_after_connecting_allocates_nothing() {
         }
         while client.poll_event().is_some() {}
     }
-    assert_eq!(client.view().len() as u64, NPCS, "every NPC came into view");
+    assert_eq!(client.view().len() as u64, npcs, "every NPC came into view");
     assert!(
         allocated.is_empty(),
         "{} of {} ticks allocated, first: {:?}",
         allocated.len(),
-        ONE_BY_ONE + 10,
+        ticks + 10,
         &allocated[..allocated.len().min(5)]
     );
     assert!(
