@@ -85,7 +85,7 @@ pub use flood::MAX_TRACKED_ADDRS;
 pub use mem_storage::{DiskFault, DiskOp, MemDiskStats, MemStorage};
 pub use restore::{restore, RestoreReport};
 pub use rules::{ClientHello, ClientInput, Refusal, Rules};
-pub use stats::{BudgetSummary, NodeStats};
+pub use stats::{BudgetSummary, NodeStats, StatsReadings};
 pub use storage::{Opened, Storage, StorageError};
 
 use flood::RateLimit;

@@ -295,8 +295,7 @@ pub fn serve_with(
         clock,
         times: TickTimes::default(),
         overruns: 0,
-        counted: node.stats(),
-        before: crate::node::NodeStats::default(),
+        readings: crate::node::StatsReadings::starting_at(node.stats()),
         file: StatsFile::new(&opts.data_dir),
         file_counters: crate::node::NodeStats::default(),
         file_stats: ServeStats {
@@ -450,10 +449,8 @@ struct Driver {
     clock: Clock,
     times: TickTimes,
     overruns: u64,
-    /// The node's counters as the metrics last saw them.
-    counted: crate::node::NodeStats,
-    /// And as they saw them the tick before.
-    before: crate::node::NodeStats,
+    /// The node's counters as the metrics saw them the last two ticks.
+    readings: crate::node::StatsReadings,
     /// The stats file, and what it shows (refreshed in place).
     file: StatsFile,
     file_counters: crate::node::NodeStats,
@@ -493,18 +490,10 @@ impl Driver {
                 self.flush(node)?;
                 let took = self.clock.now() - began;
                 self.times.record(took);
-                // The counters before and after the tick, in buffers kept
-                // between ticks.
-                std::mem::swap(&mut self.before, &mut self.counted);
-                node.stats_into(&mut self.counted);
+                let (before, now) = self.readings.read(|s| node.stats_into(s));
                 let entities = node.world().len();
-                opts.metrics.record_tick(
-                    took,
-                    took > interval,
-                    &self.before,
-                    &self.counted,
-                    entities,
-                );
+                opts.metrics
+                    .record_tick(took, took > interval, before, now, entities);
                 if took > interval {
                     self.overruns += 1;
                     overruns_unlogged += 1;

@@ -50,7 +50,7 @@ use super::ClusterError;
 use crate::journal::format::{payload_len, MAX_PAYLOAD};
 use crate::journal::Record;
 use crate::metrics::{ClusterFigures, ServeMetrics};
-use crate::node::{Node, NodeConfig, NodeStats, CLIENT_ID_BASE};
+use crate::node::{Node, NodeConfig, StatsReadings, CLIENT_ID_BASE};
 use crate::serve::{DefaultRules, ServeOptions};
 use crate::store::{decode_snapshot, encode_snapshot};
 
@@ -205,10 +205,8 @@ struct Member {
     summary: ClusterSummary,
     outcome_tx: mpsc::Sender<(u64, bool)>,
     metrics: ServeMetrics,
-    /// The node's counters as the metrics last saw them.
-    counted: NodeStats,
-    /// The counters the call before `counted` was taken.
-    before: NodeStats,
+    /// The node's counters as the metrics saw them the last two calls.
+    readings: StatsReadings,
     /// The last tick this node appended.
     appended_tick: u64,
     batches_forwarded: u64,
@@ -388,8 +386,7 @@ async fn run(
         },
         outcome_tx,
         metrics: opts.metrics.clone(),
-        counted: NodeStats::default(),
-        before: NodeStats::default(),
+        readings: StatsReadings::default(),
         appended_tick: 0,
         batches_forwarded: 0,
         commands_forwarded: 0,
@@ -1217,11 +1214,9 @@ impl Member {
     /// Hands the node's counters and the cluster's figures to the metrics;
     /// `took`: the work of a tick just applied or appended.
     fn record_metrics(&mut self, took: Option<Duration>) {
-        // Before and after, in buffers kept between calls.
-        std::mem::swap(&mut self.before, &mut self.counted);
-        self.node.stats_into(&mut self.counted);
-        let (before, now) = (&self.before, &self.counted);
-        let entities = self.node.world().len();
+        let node = &self.node;
+        let (before, now) = self.readings.read(|s| node.stats_into(s));
+        let entities = node.world().len();
         match took {
             Some(t) => self
                 .metrics

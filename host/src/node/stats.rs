@@ -140,3 +140,30 @@ impl NodeStats {
         }
     }
 }
+
+/// A driver's last two readings of a node's counters, in buffers kept
+/// between ticks: the metrics are handed both and count the difference.
+#[derive(Debug, Default)]
+pub struct StatsReadings {
+    before: NodeStats,
+    now: NodeStats,
+}
+
+impl StatsReadings {
+    /// Readings whose first difference is counted from `now`.
+    pub fn starting_at(now: NodeStats) -> StatsReadings {
+        StatsReadings {
+            before: NodeStats::default(),
+            now,
+        }
+    }
+
+    /// Takes a new reading with `read` (a node's
+    /// [`stats_into`](crate::node::Node::stats_into)); returns the
+    /// counters as they were at the last reading and as they are now.
+    pub fn read(&mut self, read: impl FnOnce(&mut NodeStats)) -> (&NodeStats, &NodeStats) {
+        core::mem::swap(&mut self.before, &mut self.now);
+        read(&mut self.now);
+        (&self.before, &self.now)
+    }
+}
