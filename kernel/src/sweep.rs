@@ -697,13 +697,14 @@ pub(crate) fn merge(
             w += 1;
         }
     };
-    // The key of the next change of each kind; none left is the greatest.
-    let key_of = |s: Option<&u32>| s.map_or(u64::MAX, |&s| key(s));
+    // The key of the next change of each kind; none left is greater than
+    // every key, the id u64::MAX's included, hence 128 bits.
+    let key_of = |s: Option<&u32>| s.map_or(u128::MAX, |&s| u128::from(key(s)));
     let (mut g, mut e) = (0, 0);
     let (mut next_gone, mut next_in) = (key_of(gone.first()), key_of(entered.first()));
     let mut next = next_gone.min(next_in);
     for &s in old {
-        let k = key(s);
+        let k = u128::from(key(s));
         if k < next {
             put(s);
             continue;
@@ -783,5 +784,16 @@ mod tests {
                 assert_eq!(merge(&o, &g, &e, &mut short, key), short.len());
             }
         }
+    }
+    #[test]
+    fn a_subject_keyed_u64_max_is_merged_like_any_other() {
+        let key = |s: u32| if s == 9 { u64::MAX } else { u64::from(s) };
+        let mut out = vec![0u32; 4];
+        assert_eq!(merge(&[1, 9], &[], &[], &mut out, key), 2);
+        assert_eq!(out[..2], [1, 9]);
+        assert_eq!(merge(&[1, 9], &[9], &[2], &mut out, key), 2);
+        assert_eq!(out[..2], [1, 2]);
+        assert_eq!(merge(&[1], &[], &[9], &mut out, key), 2);
+        assert_eq!(out[..2], [1, 9]);
     }
 }
