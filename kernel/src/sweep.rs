@@ -697,14 +697,15 @@ pub(crate) fn merge(
             w += 1;
         }
     };
-    // The key of the next change of each kind; none left is greater than
-    // every key, the id u64::MAX's included, hence 128 bits.
-    let key_of = |s: Option<&u32>| s.map_or(u128::MAX, |&s| u128::from(key(s)));
+    // The key of the next change of each kind; none left is the greatest.
+    // A subject may have that key too (the id u64::MAX), so a match counts
+    // only while a Leave is left.
+    let key_of = |s: Option<&u32>| s.map_or(u64::MAX, |&s| key(s));
     let (mut g, mut e) = (0, 0);
     let (mut next_gone, mut next_in) = (key_of(gone.first()), key_of(entered.first()));
     let mut next = next_gone.min(next_in);
     for &s in old {
-        let k = u128::from(key(s));
+        let k = key(s);
         if k < next {
             put(s);
             continue;
@@ -716,7 +717,7 @@ pub(crate) fn merge(
             e += 1;
             next_in = key_of(entered.get(e));
         }
-        if next_gone == k {
+        if next_gone == k && g < gone.len() {
             g += 1;
             next_gone = key_of(gone.get(g));
         } else {
