@@ -27,8 +27,10 @@ use crate::view::{Scratch, Seen, View};
 use crate::wire::Writer;
 use crate::Transmit;
 use backlog::{Backlog, Blocks, Split, FIRST_PARTS};
+use conns::Conns;
 
 mod backlog;
+mod conns;
 
 /// A connection's id, as carried in every packet header after the Welcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -345,7 +347,7 @@ pub struct Server<A> {
     config: ServerConfig,
     world: WorldParams,
     now: Instant,
-    conns: BTreeMap<u32, Conn<A>>,
+    conns: Conns<Conn<A>>,
     /// Every connection's [`Conn::deadline`], earliest first.
     timers: Timers,
     /// The connections [`handle_timeout`](Self::handle_timeout) visits
@@ -440,7 +442,7 @@ impl<A: Clone + Ord> Server<A> {
             config,
             world,
             now: Instant::ZERO,
-            conns: BTreeMap::new(),
+            conns: Conns::new(),
             timers: Timers::default(),
             due: Vec::new(),
             by_addr: BTreeMap::new(),
@@ -488,7 +490,7 @@ impl<A: Clone + Ord> Server<A> {
             + FIRST_REFUSALS * size_of::<RefusedInput>();
         // A record in the shared pool, and room in the sent log's two queues.
         let in_flight = size_of::<SentData>() + size_of::<(u32, Instant)>();
-        let bytes = size_of::<Conn<A>>()
+        let bytes = Conns::<Conn<A>>::bytes_per_value()
             + room * size_of::<(EntityId, Seen)>()
             + Backlog::reserved_bytes(TICKS_PER_CONNECTION, if budget { room } else { 0 })
             + RECORDS_PER_CONNECTION * (record + 2 * in_flight)
@@ -1292,20 +1294,31 @@ impl<A: Clone + Ord> Server<A> {
             mtu: self.config.mtu,
         };
         let mut closing = Vec::new();
+        // Connections go in entity order, as the events do by observer: a
+        // cursor finds each one's run where the last run ended.
+        let mut next = 0;
+        let mut r_next = 0;
         for (&entity, &id) in &self.by_entity {
             let Some(c) = self.conns.get_mut(&id) else {
                 continue;
             };
             self.route.clear();
-            let r0 = self.rejected.partition_point(|r| r.0 < entity);
-            for &(e, i) in &self.rejected[r0..] {
+            r_next = run_from(&self.rejected, r_next, |r| r.0 < entity);
+            for &(e, i) in &self.rejected[r_next..] {
                 if e != entity {
                     break;
                 }
                 self.route.push(rejections[i]);
             }
-            let v0 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 < entity));
-            let v1 = views.partition_point(|e| e.order_key().is_some_and(|k| k.0 <= entity));
+            // Every view event has an observer: checked above.
+            let observer = |e: &Event| e.order_key().map_or(EntityId::MAX, |k| k.0);
+            let v0 = run_from(views, next, |e| observer(e) < entity);
+            let v1 = v0
+                + views[v0..]
+                    .iter()
+                    .take_while(|e| observer(e) == entity)
+                    .count();
+            next = v1;
             // Without rejections to put first or a budget to choose by,
             // the observer's events go straight from the kernel's slice.
             let copy = !self.route.is_empty() || pace.bytes_per_sec.is_some();
@@ -1603,6 +1616,17 @@ impl<A: Clone + Ord> Server<A> {
 
 /// Acts on what became of a packet: its parts and refusals are
 /// acknowledged, or to be sent again; its record is kept for reuse.
+/// The first index at or after `from` where `before` stops holding in
+/// `items`, which it holds for a prefix of: `from` itself when it already
+/// fails there (a connection whose run starts where the last one ended),
+/// else a binary search of the rest.
+fn run_from<T>(items: &[T], from: usize, before: impl Fn(&T) -> bool) -> usize {
+    match items.get(from) {
+        Some(x) if before(x) => from + items[from..].partition_point(before),
+        _ => from.min(items.len()),
+    }
+}
+
 fn packet_fate(
     backlog: &mut Backlog,
     refusals: &mut VecDeque<RefusedInput>,

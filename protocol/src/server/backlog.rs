@@ -4,6 +4,7 @@
 //! them scans them.
 
 use alloc::collections::VecDeque;
+use alloc::vec;
 use alloc::vec::Vec;
 use core::mem::size_of;
 
@@ -29,11 +30,12 @@ enum PartState {
     Acked,
 }
 
-/// One part of a pending tick, its payload in a block of the server's
-/// [`Blocks`].
+/// One part of a pending tick, its payload the first `len` bytes of a
+/// block of the server's [`Blocks`].
 #[derive(Debug)]
 struct PendingPart {
-    payload: Vec<u8>,
+    block: Vec<u8>,
+    len: usize,
     state: PartState,
     /// Where its update section starts in the payload.
     updates_at: usize,
@@ -76,11 +78,11 @@ impl PendingTick {
         if updated.is_empty() || (0..updated.len()).all(keep) {
             return 0;
         }
-        let Ok(len) = retain_updates(&mut p.payload, p.updates_at, scratch, keep) else {
+        let Ok(len) = retain_updates(&mut p.block[..p.len], p.updates_at, scratch, keep) else {
             return 0;
         };
-        let shrunk = p.payload.len() - len;
-        p.payload.truncate(len);
+        let shrunk = p.len - len;
+        p.len = len;
         // Which subjects were dropped, before the pacer hears of it.
         let mut kept = 0;
         for n in 0..updated.len() {
@@ -105,7 +107,9 @@ fn new_tick() -> PendingTick {
 }
 
 /// Payload blocks of parts, shared by every connection of a server: each
-/// holds one part of at most `size` bytes, so no block ever grows, and a
+/// is `size` bytes long and holds one part of at most that many, so no
+/// block ever grows nor is cleared (a part is encoded over whatever the
+/// block held and knows its own length), and a
 /// block freed by one connection's acknowledgement carries another's next
 /// tick. Connections add their share when accepted
 /// ([`Blocks::add`]); only a burst of more parts pending at once than
@@ -129,7 +133,7 @@ impl Blocks {
     pub(super) fn add(&mut self, n: usize) {
         self.free.reserve(n);
         for _ in 0..n {
-            self.free.push(Vec::with_capacity(self.size));
+            self.free.push(vec![0; self.size]);
         }
     }
 
@@ -139,13 +143,10 @@ impl Blocks {
     }
 
     fn take(&mut self) -> Vec<u8> {
-        self.free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.size))
+        self.free.pop().unwrap_or_else(|| vec![0; self.size])
     }
 
-    fn put(&mut self, mut block: Vec<u8>) {
-        block.clear();
+    fn put(&mut self, block: Vec<u8>) {
         self.free.push(block);
     }
 }
@@ -247,15 +248,15 @@ impl Backlog {
                 self.put_spare(t, blocks);
                 return Err(DisconnectReason::LimitReached);
             }
-            let mut payload = blocks.take();
-            payload.resize(split.budget, 0);
+            let mut block = blocks.take();
+            // Blocks are the part budget long; the split budget leaves room for a seal.
+            let room = split.budget.min(block.len());
             let resets = pacer.as_ref().map_or(&[][..], Pacer::resets);
-            let Ok(p) = encode_part_with_resets(rest, shadow, &mut payload, resets) else {
-                blocks.put(payload);
+            let Ok(p) = encode_part_with_resets(rest, shadow, &mut block[..room], resets) else {
+                blocks.put(block);
                 self.put_spare(t, blocks);
                 return Err(DisconnectReason::Desync);
             };
-            payload.truncate(p.len);
             let first = t.updated.len();
             if let Some(pacer) = pacer.as_mut() {
                 // The view's staged updates are this part's, by index
@@ -271,7 +272,8 @@ impl Backlog {
                 pacer.sent_in(tick, t.parts.len() as u16, &t.updated[first..]);
             }
             t.parts.push(PendingPart {
-                payload,
+                block,
+                len: p.len,
                 state: PartState::Unsent,
                 updates_at: p.updates_at,
                 first,
@@ -320,7 +322,7 @@ impl Backlog {
                     part: k as u16,
                     parts,
                     digest: t.digest,
-                    payload: &p.payload,
+                    payload: &p.block[..p.len],
                 })
                 .write_infallible(w);
                 if w.pos() > cap {
@@ -329,7 +331,7 @@ impl Backlog {
                 }
                 t.parts[k].state = PartState::InFlight(seq);
                 self.unsent -= 1;
-                self.unsent_len -= t.parts[k].payload.len();
+                self.unsent_len -= t.parts[k].len;
                 carried.push((t.tick, k as u16));
                 wrote = true;
             }
@@ -370,16 +372,16 @@ impl Backlog {
                 (Fate::Acked, state) => {
                     if state == PartState::Unsent {
                         self.unsent -= 1;
-                        self.unsent_len -= p.payload.len();
+                        self.unsent_len -= p.len;
                     }
                     p.state = PartState::Acked;
-                    self.bytes -= p.payload.len();
+                    self.bytes -= p.len;
                     t.unacked -= 1;
                 }
                 (Fate::Lost, PartState::InFlight(s)) if s == seq => {
                     p.state = PartState::Unsent;
                     self.unsent += 1;
-                    self.unsent_len += p.payload.len();
+                    self.unsent_len += p.len;
                     again += 1;
                     // With a budget a part is never resent with Updates that
                     // may have been superseded: they are dropped, and each
@@ -408,10 +410,10 @@ impl Backlog {
                 if p.state != PartState::Acked {
                     if p.state == PartState::Unsent {
                         self.unsent -= 1;
-                        self.unsent_len -= p.payload.len();
+                        self.unsent_len -= p.len;
                     }
                     p.state = PartState::Acked;
-                    self.bytes -= p.payload.len();
+                    self.bytes -= p.len;
                 }
             }
             t.unacked = 0;
@@ -430,7 +432,7 @@ impl Backlog {
 
     fn put_spare(&mut self, mut t: PendingTick, blocks: &mut Blocks) {
         for p in t.parts.drain(..) {
-            blocks.put(p.payload);
+            blocks.put(p.block);
         }
         t.updated.clear();
         self.spare.push(t);
@@ -467,12 +469,12 @@ impl Backlog {
         assert_eq!(self.unsent as usize, unsent, "unsent parts miscounted");
         let unsent_len: usize = parts()
             .filter(|p| p.state == PartState::Unsent)
-            .map(|p| p.payload.len())
+            .map(|p| p.len)
             .sum();
         assert_eq!(self.unsent_len, unsent_len, "unsent bytes miscounted");
         let bytes: usize = parts()
             .filter(|p| p.state != PartState::Acked)
-            .map(|p| p.payload.len())
+            .map(|p| p.len)
             .sum();
         assert_eq!(self.bytes, bytes, "unacknowledged bytes miscounted");
     }
