@@ -21,6 +21,7 @@
 
 pub mod default_rules;
 pub mod rules;
+pub(crate) mod socket_buffers;
 pub mod stats;
 mod udp_batch;
 
@@ -282,6 +283,7 @@ pub fn serve_with(
     }
     check_npcs(&opts, &world).map_err(ServeError::Options)?;
     let socket = UdpSocket::bind(opts.addr).map_err(ServeError::Socket)?;
+    socket_buffers::size_and_report(&socket, opts.max_clients).map_err(ServeError::Socket)?;
     let local = socket.local_addr().map_err(ServeError::Socket)?;
     secure(&mut node, opts.key.as_ref(), local, unix_secs_at_zero)?;
     info!(addr = %local, tick_rate = opts.tick_rate, tick = node.world().tick(), npcs = opts.npcs, "serving");

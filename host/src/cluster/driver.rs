@@ -414,6 +414,8 @@ async fn run(
         m.start_batch().await;
     }
     let socket = UdpSocket::bind(opts.addr).await.map_err(ClusterError::Io)?;
+    crate::serve::socket_buffers::size_and_report(&socket, opts.max_clients)
+        .map_err(ClusterError::Io)?;
     let local = socket.local_addr().map_err(ClusterError::Io)?;
     match &opts.key {
         // As `lockgrid serve --key`: tokens must name this node's address.
