@@ -245,6 +245,8 @@ pub struct Node<A, R, S> {
     next_tick: Instant,
     /// The latest `now` the protocol endpoint's timers were handled at.
     timers_at: Instant,
+    /// The last call ran a tick and left the endpoint's timers to the next.
+    timers_deferred: bool,
     /// Datagrams may leave: the last tick is durable and nothing arrived since.
     sending: bool,
     stopped: bool,
@@ -306,6 +308,7 @@ where
             inputs: BTreeMap::new(),
             awaiting: BTreeMap::new(),
             timers_at: now,
+            timers_deferred: false,
             sending: false,
             stopped: false,
             stats: NodeStats::default(),
@@ -465,10 +468,18 @@ where
         if self.stopped {
             return Err(NodeError::Stopped);
         }
-        if self.server.poll_timeout().is_some_and(|t| t <= now) {
+        // A call that runs a tick leaves the endpoint's timers to the next
+        // call, right after the tick's datagrams leave: those carry every
+        // acknowledgement that came due, so most connections that were due
+        // then are due no more, where handling them first visited each for
+        // nothing (about 0.3 ms of a 2 000-client tick). Never twice in a
+        // row, so that a node running late still handles them.
+        let defer = now >= self.next_tick && !self.timers_deferred;
+        if !defer && self.server.poll_timeout().is_some_and(|t| t <= now) {
             self.server.handle_timeout(now);
             self.timers_at = self.timers_at.max(now);
         }
+        self.timers_deferred = defer;
         self.drain_events(now);
         if now < self.next_tick {
             return Ok(None);
