@@ -76,7 +76,7 @@ use crate::threads::Threads;
 use lockgrid_kernel::{Command, CommandKind, Config, EntityId, Event, Spawn, TickReport, World};
 use lockgrid_protocol::{
     BufferTooSmall, ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent,
-    ServerSecurity, Transmit, WorldParams,
+    ServerSecurity, ServerStats, Transmit, WorldParams,
 };
 use tracing::{debug, info, warn};
 
@@ -215,9 +215,6 @@ struct Session {
     /// gone without this node despawning it, another node (or a rule) took
     /// it, and the connection ends.
     alive: bool,
-    /// Protocol counters already added to the refusals.
-    seen_foreign: u64,
-    seen_dropped: u64,
 }
 
 /// The server node. `A` is the driver's address type (a `SocketAddr`, or
@@ -247,6 +244,8 @@ pub struct Node<A, R, S> {
     timers_at: Instant,
     /// The last call ran a tick and left the endpoint's timers to the next.
     timers_deferred: bool,
+    /// The protocol's counters when they were last added to the refusals.
+    seen: ServerStats,
     /// Datagrams may leave: the last tick is durable and nothing arrived since.
     sending: bool,
     stopped: bool,
@@ -309,6 +308,7 @@ where
             awaiting: BTreeMap::new(),
             timers_at: now,
             timers_deferred: false,
+            seen: ServerStats::default(),
             sending: false,
             stopped: false,
             stats: NodeStats::default(),
@@ -670,15 +670,7 @@ where
             return false;
         }
         self.spawns.insert(id, spawn);
-        self.sessions.insert(
-            id,
-            Session {
-                conn,
-                alive: false,
-                seen_foreign: 0,
-                seen_dropped: 0,
-            },
-        );
+        self.sessions.insert(id, Session { conn, alive: false });
         self.stats.connections += 1;
         true
     }
@@ -881,16 +873,17 @@ where
                 }
             }
         }
-        // Per-connection protocol counters: spoofed commands and dropped datagrams.
-        let (mut foreign, mut dropped) = (0, 0);
-        for s in self.sessions.values_mut() {
-            if let Some(c) = self.server.conn_stats(s.conn) {
-                foreign += c.foreign_commands.saturating_sub(s.seen_foreign);
-                dropped += c.packets_dropped.saturating_sub(s.seen_dropped);
-                s.seen_foreign = c.foreign_commands;
-                s.seen_dropped = c.packets_dropped;
-            }
-        }
+        // The protocol's counts of spoofed commands and dropped datagrams,
+        // over every connection (read as totals: visiting each connection
+        // for its own counts took about 0.2 ms of a 2 000-client tick).
+        let server = self.server.stats();
+        let foreign = server
+            .foreign_commands
+            .saturating_sub(self.seen.foreign_commands);
+        let dropped = server
+            .packets_dropped
+            .saturating_sub(self.seen.packets_dropped);
+        self.seen = server;
         self.refuse(Refusal::Spoofed, foreign);
         self.refuse(Refusal::Malformed, dropped);
         self.sending = true;

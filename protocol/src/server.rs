@@ -145,6 +145,12 @@ pub struct ServerStats {
     /// older than the replay window, dropped before opening, over all
     /// connections (duplicated by the network or replayed by an attacker).
     pub replayed: u64,
+    /// Datagrams dropped by connections (the sum of their
+    /// [`ConnStats::packets_dropped`], closed connections included).
+    pub packets_dropped: u64,
+    /// Commands that named another entity than their connection's, over
+    /// all connections (the sum of [`ConnStats::foreign_commands`]).
+    pub foreign_commands: u64,
 }
 
 /// Why [`Server::push_tick`] refused a tick; nothing was queued.
@@ -780,7 +786,10 @@ impl<A: Clone + Ord> Server<A> {
         }
         let Ok(packet) = Parsed::decode(bytes, &mut self.input) else {
             match known.and_then(|id| self.conns.get_mut(&id)) {
-                Some(c) => c.stats.packets_dropped += 1,
+                Some(c) => {
+                    c.stats.packets_dropped += 1;
+                    self.stats.packets_dropped += 1;
+                }
                 None => self.stats.unknown_dropped += 1,
             }
             return;
@@ -814,6 +823,7 @@ impl<A: Clone + Ord> Server<A> {
             Some(id) => {
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.stats.packets_dropped += 1;
+                    self.stats.packets_dropped += 1;
                 }
                 return;
             }
@@ -831,6 +841,7 @@ impl<A: Clone + Ord> Server<A> {
         };
         let Some(keys) = &c.keys else {
             c.stats.packets_dropped += 1;
+            self.stats.packets_dropped += 1;
             return;
         };
         // The replay window is checked before the costlier open, and moved
@@ -838,6 +849,7 @@ impl<A: Clone + Ord> Server<A> {
         if seq == 0 || c.recv.check(seq) != Receipt::New {
             c.stats.replayed += 1;
             c.stats.packets_dropped += 1;
+            self.stats.packets_dropped += 1;
             self.stats.replayed += 1;
             return;
         }
@@ -848,7 +860,10 @@ impl<A: Clone + Ord> Server<A> {
         } else {
             match Parsed::decode(&scratch, &mut self.input) {
                 Ok(packet) => self.handle_conn_packet(now, id, &packet),
-                Err(_) => c.stats.packets_dropped += 1,
+                Err(_) => {
+                    c.stats.packets_dropped += 1;
+                    self.stats.packets_dropped += 1;
+                }
             }
         }
         self.scratch = scratch;
@@ -874,6 +889,7 @@ impl<A: Clone + Ord> Server<A> {
             wake(&mut self.ready, c);
         } else {
             c.stats.packets_dropped += 1;
+            self.stats.packets_dropped += 1;
         }
     }
 
@@ -1043,6 +1059,7 @@ impl<A: Clone + Ord> Server<A> {
         if (h.conn_id != 0 && h.conn_id != id) || h.seq == 0 || c.recv.check(h.seq) != Receipt::New
         {
             c.stats.packets_dropped += 1;
+            self.stats.packets_dropped += 1;
             return;
         }
         c.on_ack(h.ack, h.ack_bits, now, &mut self.spare);
@@ -1056,9 +1073,11 @@ impl<A: Clone + Ord> Server<A> {
                 eliciting = true;
                 if accepted {
                     let (first, inputs) = (self.input.first_seq, self.input.inputs());
-                    if let Err(reason) =
-                        c.deliver_inputs(first, inputs, &mut self.events, &mut self.inbox)
-                    {
+                    let foreign = c.stats.foreign_commands;
+                    let delivered =
+                        c.deliver_inputs(first, inputs, &mut self.events, &mut self.inbox);
+                    self.stats.foreign_commands += c.stats.foreign_commands - foreign;
+                    if let Err(reason) = delivered {
                         close = Some(reason);
                         break;
                     }
@@ -1072,12 +1091,15 @@ impl<A: Clone + Ord> Server<A> {
                 Frame::Input(input) => {
                     if accepted {
                         let first = input.first_seq;
-                        if let Err(reason) = c.deliver_inputs(
+                        let foreign = c.stats.foreign_commands;
+                        let delivered = c.deliver_inputs(
                             first,
                             &input.entries,
                             &mut self.events,
                             &mut self.inbox,
-                        ) {
+                        );
+                        self.stats.foreign_commands += c.stats.foreign_commands - foreign;
+                        if let Err(reason) = delivered {
                             close = Some(reason);
                             break;
                         }

@@ -103,4 +103,6 @@ fn keyed_endpoints_survive_mutated_traffic() {
     let conn = lan.server.connections().next().unwrap();
     let s = lan.server.conn_stats(conn).unwrap();
     assert!(s.auth_failed + s.replayed + s.packets_dropped > 0);
+    // One connection: the server's total is its count.
+    assert_eq!(lan.server.stats().packets_dropped, s.packets_dropped);
 }

@@ -338,6 +338,8 @@ fn a_client_can_only_act_for_its_own_entity() {
         "a tainted input was delivered"
     );
     assert_eq!(p.server.conn_stats(conn).unwrap().foreign_commands, 2);
+    // The server's total counts them too.
+    assert_eq!(p.server.stats().foreign_commands, 2);
     p.run(Duration::from_millis(100), true);
     let told: Vec<_> = p
         .client_events
