@@ -27,6 +27,7 @@
 //! | `lockgrid_journal_sync_seconds` | histogram | one tick's journal sync (fsync under the default policy) |
 //! | `lockgrid_snapshots_written_total` | counter | state snapshots written |
 //! | `lockgrid_snapshot_failures_total` | counter | snapshots that could not be written |
+//! | `lockgrid_socket_drops_total` | counter | datagrams the system dropped at the server's socket, its receive buffer full (`lockgrid serve` on Linux) |
 //!
 //! A node of a cluster (`serve --cluster … --metrics ADDR`) serves the same
 //! metrics — a tick being one it appended or applied from the stream, the
@@ -111,6 +112,7 @@ struct Inner {
     journal_sync: Histogram,
     snapshots_written: Counter,
     snapshot_failures: Counter,
+    socket_drops: Counter,
     cluster: Option<ClusterGauges>,
 }
 
@@ -201,6 +203,7 @@ impl ServeMetrics {
             journal_sync: seconds(),
             snapshots_written: Counter::default(),
             snapshot_failures: Counter::default(),
+            socket_drops: Counter::default(),
             cluster: cluster.then(|| ClusterGauges {
                 leading: Gauge::default(),
                 appended_tick: Gauge::default(),
@@ -261,6 +264,9 @@ impl ServeMetrics {
         r.register("snapshots_written", help, inner.snapshots_written.clone());
         let help = "State snapshots that could not be written.";
         r.register("snapshot_failures", help, inner.snapshot_failures.clone());
+        let help =
+            "Datagrams the system dropped at the server's socket (its receive buffer was full).";
+        r.register("socket_drops", help, inner.socket_drops.clone());
         if let Some(c) = &inner.cluster {
             let help = "1 while this node holds the lease and appends, else 0.";
             r.register("cluster_leading", help, c.leading.clone());
@@ -403,6 +409,13 @@ impl ServeMetrics {
         }
     }
 
+    /// The system's count of datagrams dropped at the server's socket
+    /// since it was made (a total: the counter rises to it).
+    pub fn record_socket_drops(&self, total: u64) {
+        let c = &self.inner.socket_drops;
+        c.inc_by(total.saturating_sub(c.get()));
+    }
+
     fn journal_append(&self) -> &Histogram {
         &self.inner.journal_append
     }
@@ -451,6 +464,7 @@ mod tests {
             "lockgrid_tick_events_count{kind=\"enter\"} 2",
             "lockgrid_journal_sync_seconds_count 0",
             "lockgrid_snapshot_failures_total 0",
+            "lockgrid_socket_drops_total 0",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }

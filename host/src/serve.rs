@@ -290,7 +290,6 @@ pub fn serve_with(
     on_ready(local);
 
     let mut driver = Driver {
-        socket,
         outbox: udp_batch::Outbox::new(),
         inbox: udp_batch::Inbox::new(),
         nonblocking: false,
@@ -300,6 +299,8 @@ pub fn serve_with(
         readings: crate::node::StatsReadings::starting_at(node.stats()),
         file: StatsFile::new(&opts.data_dir),
         file_counters: crate::node::NodeStats::default(),
+        drops: socket_buffers::Drops::of(&socket),
+        socket,
         file_stats: ServeStats {
             refused: rules::Refusal::ALL
                 .iter()
@@ -456,6 +457,8 @@ struct Driver {
     /// The stats file, and what it shows (refreshed in place).
     file: StatsFile,
     file_counters: crate::node::NodeStats,
+    /// What the system dropped at the socket, for the stats file.
+    drops: socket_buffers::Drops,
     file_stats: ServeStats,
 }
 
@@ -515,6 +518,9 @@ impl Driver {
                 next_stats = next_stats + Duration::from_secs(1);
                 self.refresh_stats(node);
                 let stats = &self.file_stats;
+                if let Some(drops) = stats.socket_drops {
+                    opts.metrics.record_socket_drops(drops);
+                }
                 if let Err(e) = self.file.write(stats) {
                     debug!("cannot write the stats file: {e}");
                 }
@@ -529,6 +535,7 @@ impl Driver {
                         overruns = stats.overruns,
                         refused = stats.refused.values().sum::<u64>(),
                         snapshot_failures = stats.snapshot_failures,
+                        socket_drops = stats.socket_drops,
                         "status"
                     );
                 }
@@ -630,6 +637,7 @@ impl Driver {
         node.stats_into(&mut self.file_counters);
         let n = &self.file_counters;
         let s = &mut self.file_stats;
+        s.socket_drops = self.drops.read();
         s.running = true;
         s.tick = n.tick;
         s.ticks_run = n.ticks_run;

@@ -122,6 +122,12 @@ pub struct ServeStats {
     /// Why the last snapshot attempt failed, if it did.
     #[serde(default)]
     pub snapshot_error: Option<String>,
+    /// Datagrams the system dropped at the server's socket before the
+    /// server read them (its receive buffer was full; see the README's
+    /// "Socket buffers"), since the socket was made; absent where the
+    /// system does not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_drops: Option<u64>,
     /// The per-client bandwidth budget over the clients connected now
     /// (`--budget`); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
