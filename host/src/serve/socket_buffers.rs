@@ -2,9 +2,9 @@
 //! datagrams they dropped.
 //!
 //! Right after a tick's datagrams leave, every client answers at once,
-//! while the server may already be busy with the next tick. The kernel's
-//! default receive buffer (about 200 KiB on Linux, or 400 KiB of
-//! accounted memory) holds a few hundred small datagrams: with 2 000
+//! while the server may already be busy with the next tick. Linux's
+//! default receive buffer (208 KiB) holds a few hundred small datagrams
+//! as it accounts them: with 2 000
 //! clients about a quarter of what they sent was dropped before the
 //! server read it (measured on loopback, see BENCHMARKS.md), which the
 //! protocol then repaired by resending moves and batch parts, at the
@@ -35,19 +35,19 @@ pub(crate) const MAX_BYTES: usize = 64 << 20;
 
 /// The sizes a server of `max_clients` asks for and the ones it got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SocketBuffers {
+pub(crate) struct SocketBuffers {
     /// Bytes asked for, for each of the two buffers.
-    pub wanted: usize,
+    pub(crate) wanted: usize,
     /// The receive buffer the system granted, as it reports it (Linux
     /// reports twice what it was asked, its own bookkeeping included).
-    pub receive: usize,
+    pub(crate) receive: usize,
     /// The send buffer, likewise.
-    pub send: usize,
+    pub(crate) send: usize,
 }
 
 impl SocketBuffers {
     /// Whether either buffer is smaller than asked for.
-    pub fn short(&self) -> bool {
+    pub(crate) fn short(&self) -> bool {
         self.receive < self.wanted || self.send < self.wanted
     }
 }
@@ -109,12 +109,8 @@ impl Drops {
         let link = std::fs::read_link(format!("/proc/self/fd/{}", socket.as_raw_fd()));
         // The link reads `socket:[INODE]`.
         let inode = link.ok().and_then(|l| {
-            let l = l
-                .to_str()?
-                .strip_prefix("socket:[")?
-                .strip_suffix(']')?
-                .to_owned();
-            l.parse().ok()
+            let inode = l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?;
+            inode.parse().ok()
         });
         Drops {
             inode,
