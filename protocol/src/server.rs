@@ -786,10 +786,7 @@ impl<A: Clone + Ord> Server<A> {
         }
         let Ok(packet) = Parsed::decode(bytes, &mut self.input) else {
             match known.and_then(|id| self.conns.get_mut(&id)) {
-                Some(c) => {
-                    c.stats.packets_dropped += 1;
-                    self.stats.packets_dropped += 1;
-                }
+                Some(c) => dropped(&mut c.stats, &mut self.stats),
                 None => self.stats.unknown_dropped += 1,
             }
             return;
@@ -822,8 +819,7 @@ impl<A: Clone + Ord> Server<A> {
             Some(id) if id == conn_id => id,
             Some(id) => {
                 if let Some(c) = self.conns.get_mut(&id) {
-                    c.stats.packets_dropped += 1;
-                    self.stats.packets_dropped += 1;
+                    dropped(&mut c.stats, &mut self.stats);
                 }
                 return;
             }
@@ -840,16 +836,14 @@ impl<A: Clone + Ord> Server<A> {
             return;
         };
         let Some(keys) = &c.keys else {
-            c.stats.packets_dropped += 1;
-            self.stats.packets_dropped += 1;
+            dropped(&mut c.stats, &mut self.stats);
             return;
         };
         // The replay window is checked before the costlier open, and moved
         // only after the packet authenticated (in handle_conn_packet).
         if seq == 0 || c.recv.check(seq) != Receipt::New {
             c.stats.replayed += 1;
-            c.stats.packets_dropped += 1;
-            self.stats.packets_dropped += 1;
+            dropped(&mut c.stats, &mut self.stats);
             self.stats.replayed += 1;
             return;
         }
@@ -860,10 +854,7 @@ impl<A: Clone + Ord> Server<A> {
         } else {
             match Parsed::decode(&scratch, &mut self.input) {
                 Ok(packet) => self.handle_conn_packet(now, id, &packet),
-                Err(_) => {
-                    c.stats.packets_dropped += 1;
-                    self.stats.packets_dropped += 1;
-                }
+                Err(_) => dropped(&mut c.stats, &mut self.stats),
             }
         }
         self.scratch = scratch;
@@ -888,8 +879,7 @@ impl<A: Clone + Ord> Server<A> {
             c.stats.packets_received += 1;
             wake(&mut self.ready, c);
         } else {
-            c.stats.packets_dropped += 1;
-            self.stats.packets_dropped += 1;
+            dropped(&mut c.stats, &mut self.stats);
         }
     }
 
@@ -1058,8 +1048,7 @@ impl<A: Clone + Ord> Server<A> {
         let h = packet.header;
         if (h.conn_id != 0 && h.conn_id != id) || h.seq == 0 || c.recv.check(h.seq) != Receipt::New
         {
-            c.stats.packets_dropped += 1;
-            self.stats.packets_dropped += 1;
+            dropped(&mut c.stats, &mut self.stats);
             return;
         }
         c.on_ack(h.ack, h.ack_bits, now, &mut self.spare);
@@ -1073,11 +1062,8 @@ impl<A: Clone + Ord> Server<A> {
                 eliciting = true;
                 if accepted {
                     let (first, inputs) = (self.input.first_seq, self.input.inputs());
-                    let foreign = c.stats.foreign_commands;
-                    let delivered =
-                        c.deliver_inputs(first, inputs, &mut self.events, &mut self.inbox);
-                    self.stats.foreign_commands += c.stats.foreign_commands - foreign;
-                    if let Err(reason) = delivered {
+                    let to = (&mut self.events, &mut self.inbox, &mut self.stats);
+                    if let Err(reason) = c.deliver_inputs(first, inputs, to) {
                         close = Some(reason);
                         break;
                     }
@@ -1091,15 +1077,8 @@ impl<A: Clone + Ord> Server<A> {
                 Frame::Input(input) => {
                     if accepted {
                         let first = input.first_seq;
-                        let foreign = c.stats.foreign_commands;
-                        let delivered = c.deliver_inputs(
-                            first,
-                            &input.entries,
-                            &mut self.events,
-                            &mut self.inbox,
-                        );
-                        self.stats.foreign_commands += c.stats.foreign_commands - foreign;
-                        if let Err(reason) = delivered {
+                        let to = (&mut self.events, &mut self.inbox, &mut self.stats);
+                        if let Err(reason) = c.deliver_inputs(first, &input.entries, to) {
                             close = Some(reason);
                             break;
                         }
@@ -1636,8 +1615,6 @@ impl<A: Clone + Ord> Server<A> {
     }
 }
 
-/// Acts on what became of a packet: its parts and refusals are
-/// acknowledged, or to be sent again; its record is kept for reuse.
 /// The first index at or after `from` where `before` stops holding in
 /// `items`, which it holds for a prefix of: `from` itself when it already
 /// fails there (a connection whose run starts where the last one ended),
@@ -1649,6 +1626,8 @@ fn run_from<T>(items: &[T], from: usize, before: impl Fn(&T) -> bool) -> usize {
     }
 }
 
+/// Acts on what became of a packet: its parts and refusals are
+/// acknowledged, or to be sent again; its record is kept for reuse.
 fn packet_fate(
     backlog: &mut Backlog,
     refusals: &mut VecDeque<RefusedInput>,
@@ -1662,6 +1641,13 @@ fn packet_fate(
         backlog.settle(fate, data.seq, &data.parts, pacer, &mut spare.blocks);
     refusal_fate(refusals, stats, fate, &data);
     spare.put_sent(data);
+}
+
+/// A datagram of connection `conn` dropped: counted for it and in the
+/// server's total.
+fn dropped(conn: &mut ConnStats, totals: &mut ServerStats) {
+    conn.packets_dropped += 1;
+    totals.packets_dropped += 1;
 }
 
 /// Puts a connection that may have something to send in the ready queue,
@@ -1782,13 +1768,13 @@ impl<A> Conn<A> {
         });
     }
 
-    /// Hands the host each input it has not had yet, in order.
+    /// Hands the host each input it has not had yet, in order; commands
+    /// for another entity are counted for this connection and in `totals`.
     fn deliver_inputs<B>(
         &mut self,
         first_seq: u64,
         entries: &[InputEntry],
-        events: &mut VecDeque<ServerEvent<B>>,
-        inbox: &mut Inbox,
+        (events, inbox, totals): (&mut VecDeque<ServerEvent<B>>, &mut Inbox, &mut ServerStats),
     ) -> Result<(), DisconnectReason> {
         let Some(entity) = self.entity else {
             return Ok(());
@@ -1816,6 +1802,7 @@ impl<A> Conn<A> {
             if foreign > 0 {
                 // Acting for another entity taints the whole input.
                 self.stats.foreign_commands += foreign as u64;
+                totals.foreign_commands += foreign as u64;
                 for index in 0..entry.commands.len() {
                     self.queue_refusal(RefusedInput {
                         seq,
