@@ -74,7 +74,7 @@ pub(crate) fn size_for(socket: &impl AsFd, max_clients: usize) -> io::Result<Soc
 
 /// Sizes `socket`'s buffers for `max_clients` and logs what it got,
 /// warning when the system granted less than asked.
-pub(crate) fn size_and_report(socket: &impl AsFd, max_clients: usize) -> io::Result<SocketBuffers> {
+pub(crate) fn size_and_report(socket: &impl AsFd, max_clients: usize) -> io::Result<()> {
     let got = size_for(socket, max_clients)?;
     if got.short() {
         warn!(
@@ -87,7 +87,7 @@ pub(crate) fn size_and_report(socket: &impl AsFd, max_clients: usize) -> io::Res
     } else {
         info!(receive = got.receive, send = got.send, "socket buffers");
     }
-    Ok(got)
+    Ok(())
 }
 
 /// Reads how many datagrams the system dropped at one socket, from the
