@@ -44,6 +44,16 @@ pub(crate) fn width_of<F: Fork + ?Sized>(fork: &F, reserved: usize) -> usize {
     fork.width().clamp(1, MAX_WIDTH.min(reserved.max(1)))
 }
 
+/// Runs `tasks` with `fork`: at most [`MAX_WIDTH`] of them, which is as
+/// many as the kernel ever makes.
+pub(crate) fn join_all<T: FnMut() + Send, F: Fork + ?Sized>(fork: &F, tasks: &mut [T]) {
+    let mut run = heapless::Vec::<&mut (dyn FnMut() + Send), MAX_WIDTH>::new();
+    for task in tasks.iter_mut().take(MAX_WIDTH) {
+        let _ = run.push(task);
+    }
+    fork.join(&mut run);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,7 +66,9 @@
 //! tasks over disjoint buffers; the events, their order and the digest
 //! are those of [`World::step`] for every number of threads
 //! (`docs/kernel-internals.md`, "Threads", says what splits and how far
-//! it scales).
+//! it scales). [`World::step_in_parts`] also hands the events over on
+//! those threads, each to a part of the host's, whole observers to a
+//! part, for a host that takes events per observer.
 //!
 //! # Where each rule lives
 //!

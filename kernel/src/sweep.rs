@@ -476,13 +476,7 @@ impl Pairs<'_> {
                     return None;
                 }
             }
-            let mut run = heapless::Vec::<&mut (dyn FnMut() + Send), MAX_WIDTH>::new();
-            for task in tasks.iter_mut() {
-                if run.push(task).is_err() {
-                    return None;
-                }
-            }
-            fork.join(&mut run);
+            fork::join_all(fork, &mut tasks);
         }
         // Join the parts in row order right after the first `k`.
         let mut end = k;

@@ -521,7 +521,52 @@ impl World {
         // Debug builds check every event against the one comparator.
         #[cfg(debug_assertions)]
         let sink = &mut crate::event::InOrder::new(sink);
-        self.run_tick(commands, sink, fork)
+        self.run_tick(commands, sink, &mut [] as &mut [CountingSink], fork)
+    }
+
+    /// [`World::step_with`], with the events handed over on the tasks'
+    /// threads too: where the pass that refreshes every view is split,
+    /// each task sends the events of the observers it refreshed to its
+    /// own part, `parts[task]`, while the others do the same, instead of
+    /// leaving them all to the calling thread. The kernel stays the one
+    /// that decides what goes where; what each place receives is fixed:
+    ///
+    /// - every event goes out once, to `sink` or to one part;
+    /// - rejections go to `sink`, first, in input order;
+    /// - all the events of one observer go to the same place, in contract
+    ///   order, and each place receives its observers in ascending id
+    ///   order;
+    /// - which observers go to a part depends on the width and the tick,
+    ///   not on how the tasks ran.
+    ///
+    /// So a host that takes events per observer (routing them to the
+    /// observer's connection, counting them) can read every place as it
+    /// is, in any order or at once; and a stable merge of `sink` and the
+    /// parts by observer, `sink` first, gives [`World::step`]'s order
+    /// exactly. The digest and the report are [`World::step`]'s. With
+    /// fewer parts than the width, every event goes to `sink`, as with
+    /// [`World::step_with`].
+    ///
+    /// ```
+    /// use lockgrid_kernel::{Config, CountingSink, Serial, World};
+    ///
+    /// let mut world = World::new(Config::default()).unwrap();
+    /// world.reserve_width(2);
+    /// let (mut sink, mut parts) = (CountingSink::default(), [CountingSink::default(); 2]);
+    /// let report = world.step_in_parts(&[], &mut sink, &mut parts, &Serial);
+    /// let sent = sink.count + parts.iter().map(|p| p.count).sum::<u64>();
+    /// assert_eq!(report.events, sent);
+    /// ```
+    pub fn step_in_parts<S: EventSink, P: EventSink + Send, F: Fork + ?Sized>(
+        &mut self,
+        commands: &[Command],
+        sink: &mut S,
+        parts: &mut [P],
+        fork: &F,
+    ) -> TickReport {
+        #[cfg(debug_assertions)]
+        let sink = &mut crate::event::InOrder::new(sink);
+        self.run_tick(commands, sink, parts, fork)
     }
 
     /// Makes room for [`World::step_with`] to split a tick into up to
@@ -538,10 +583,11 @@ impl World {
     }
 
     /// [`World::step`]'s body.
-    fn run_tick<S: EventSink, F: Fork + ?Sized>(
+    fn run_tick<S: EventSink, P: EventSink + Send, F: Fork + ?Sized>(
         &mut self,
         commands: &[Command],
         sink: &mut S,
+        parts: &mut [P],
         fork: &F,
     ) -> TickReport {
         let t = self.tick + 1;
@@ -698,7 +744,7 @@ impl World {
             if view_write == ViewWrite::Stream {
                 self.views.begin_pass();
             }
-            match self.refresh_split(t, sink, fork) {
+            match self.refresh_split(t, sink, parts, fork) {
                 Some(n) => events += n,
                 None => {
                     for k in 0..self.by_id.len() {

@@ -1,15 +1,17 @@
 //! A tick stepped with the host's threads (`World::step_with`) gives
 //! exactly the serial tick's events, in the same order, and digest, for
 //! every width from 1 to 4, with real threads and with a fork that runs
-//! its tasks backwards; and the split parts (the radius-mode sweep, and
-//! the pass that refreshes every view, in both modes) really run in these
-//! scenarios.
+//! its tasks backwards; so does a tick whose events are handed over in
+//! parts (`World::step_in_parts`), once merged by observer; and the split
+//! parts (the radius-mode sweep, and the pass that refreshes every view,
+//! in both modes) really run in these scenarios.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 
 use lockgrid_host::threads::Threads;
 use lockgrid_kernel::coverage::Path;
-use lockgrid_kernel::{Event, Fork, Visibility, World};
+use lockgrid_kernel::{contract_order, Event, Fork, Visibility, World};
 use lockgrid_tests::gen;
 
 /// Runs every task, last first, on the calling thread: the tasks' order
@@ -57,10 +59,17 @@ fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: F, what: &str) -> (u64, u64)
     let mut serial = World::new(s.config).expect("generated configs are valid");
     let mut forked = World::new(s.config).expect("generated configs are valid");
     assert_eq!(forked.reserve_width(4), 4);
+    let mut parted = World::new(s.config).expect("generated configs are valid");
+    assert_eq!(parted.reserve_width(4), 4);
     for (t, commands) in s.ticks.iter().enumerate() {
         let (mut want, mut got) = (Vec::<Event>::new(), Vec::<Event>::new());
         let a = serial.step(commands, &mut want);
         let b = forked.step_with(commands, &mut got, fork);
+        let (mut sink, mut parts) = (Vec::<Event>::new(), vec![Vec::<Event>::new(); 4]);
+        let c = parted.step_in_parts(commands, &mut sink, &mut parts, fork);
+        assert_eq!(c, a, "{what}: tick {} report, in parts", t + 1);
+        let merged = merge_parts(sink, &parts, &format!("{what}: tick {}", t + 1));
+        assert_eq!(merged, want, "{what}: tick {}, in parts", t + 1);
         if got != want {
             let at = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
             panic!(
@@ -76,6 +85,35 @@ fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: F, what: &str) -> (u64, u64)
     }
     let counts = forked.path_counts().expect("debug builds count paths");
     (counts.get(Path::SweepSwept), fork.joins.get())
+}
+
+/// What `World::step_in_parts` sent to its sink and its parts, merged
+/// into one stream: checks that every place holds whole observers, in
+/// contract order, and that no observer is in two places; then a stable
+/// sort by observer, the sink first, is the serial order.
+fn merge_parts(sink: Vec<Event>, parts: &[Vec<Event>], what: &str) -> Vec<Event> {
+    let mut seen = BTreeMap::new();
+    for (place, events) in std::iter::once(&sink).chain(parts).enumerate() {
+        assert!(
+            events.is_sorted_by(|a, b| contract_order(a, b).is_le()),
+            "{what}: place {place} is out of contract order"
+        );
+        for observer in events.iter().filter_map(|e| e.order_key()).map(|k| k.0) {
+            let first = *seen.entry(observer).or_insert(place);
+            assert_eq!(first, place, "{what}: observer {observer} in two places");
+        }
+    }
+    PARTED.with(|n| n.set(n.get() + parts.iter().map(Vec::len).sum::<usize>() as u64));
+    let mut all = sink;
+    all.extend(parts.iter().flatten().copied());
+    // Stable: rejections keep their input order, observers their events'.
+    all.sort_by_key(|e| e.order_key().map(|k| k.0));
+    all
+}
+
+thread_local! {
+    /// Events the parts received, so the tests know the parted pass ran.
+    static PARTED: Cell<u64> = const { Cell::new(0) };
 }
 
 fn scenarios() -> Vec<(String, gen::Scenario)> {
@@ -123,6 +161,11 @@ fn every_width_gives_the_serial_events_and_digests() {
             width == 1 || split > 0,
             "width {width}: no grid-mode pass was split"
         );
+        let parted = PARTED.with(Cell::take);
+        assert!(
+            width == 1 || parted > 0,
+            "width {width}: no part received an event"
+        );
     }
 }
 
@@ -143,6 +186,11 @@ fn the_order_tasks_run_in_does_not_matter() {
         assert!(
             width == 1 || split > 0,
             "width {width}: no grid-mode pass was split"
+        );
+        let parted = PARTED.with(Cell::take);
+        assert!(
+            width == 1 || parted > 0,
+            "width {width}: no part received an event"
         );
     }
 }

@@ -21,6 +21,13 @@
 //! or edited through a margin), and every one after a task's buffer ran
 //! short, is left to the calling thread, which refreshes it in
 //! turn as the serial pass does, into room the task left for it.
+//!
+//! Where the host gave the tick a part per task (`World::step_in_parts`),
+//! the calling thread only places the views and refreshes the observers
+//! left to it, their events going to the sink; then each task, on its
+//! thread, sends its own observers' events (records and walked Updates)
+//! to its part, in id order. Every view is placed by then, and sending
+//! reads only what no task writes.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -134,10 +141,11 @@ impl World {
     /// order. Returns the event count, or `None`, having touched nothing,
     /// where the pass is not split (one task, too few observers, margins
     /// to keep).
-    pub(super) fn refresh_split<S: EventSink, F: Fork + ?Sized>(
+    pub(super) fn refresh_split<S: EventSink, P: EventSink + Send, F: Fork + ?Sized>(
         &mut self,
         t: u64,
         sink: &mut S,
+        parts: &mut [P],
         fork: &F,
     ) -> Option<u64> {
         let width = fork::width_of(fork, self.split.tasks.len());
@@ -189,15 +197,12 @@ impl World {
                     break;
                 }
             }
-            let mut run = heapless::Vec::<&mut (dyn FnMut() + Send), MAX_WIDTH>::new();
-            for task in tasks.iter_mut() {
-                if run.push(task).is_err() {
-                    break;
-                }
-            }
-            fork.join(&mut run);
+            fork::join_all(fork, &mut tasks);
         }
         self.views.put_store(store);
+        // Each task's observers' events go to its own part, sent from the
+        // tasks' threads once every view is placed (`World::step_in_parts`).
+        let parted = parts.len() >= width;
 
         // In id order: place each view and send its events, or refresh
         // the observers left here into the room their task left them.
@@ -216,14 +221,9 @@ impl World {
                 let to = (split.ends[k] & !WALK) as usize;
                 let view = self.slots.entities[slot as usize].view;
                 self.views.place(view, start, len);
-                let records = task.records.get(from..to).unwrap_or(&[]);
-                events += records.len() as u64;
-                self.send_records(slot, records, sink);
-                // Updates go out here: a record each would cost more to
-                // write and read back than the walk saves.
-                if split.ends[k] & WALK != 0 {
-                    let entered = records.iter().filter(|&&r| r & KIND == ENTER);
-                    events += self.send_updates(slot, entered.map(|&r| r & !KIND), sink);
+                if !parted {
+                    let records = task.records.get(from..to).unwrap_or(&[]);
+                    events += self.send_recorded(slot, records, split.ends[k] & WALK != 0, sink);
                 }
                 from = to;
             }
@@ -247,8 +247,73 @@ impl World {
                 .wrapping_add(task.sums.pair_count.wrapping_sub(base.pair_count));
         }
         self.views.set_cursor(last_end);
+        if parted {
+            events += self.send_parts(&split, &bounds[..=width], parts, fork);
+        }
         self.split = split;
         Some(events)
+    }
+
+    /// Each task's observers' events, sent to its part on the tasks'
+    /// threads; returns how many. Every view is placed, and the observers
+    /// left to the calling thread have had theirs sent to the sink.
+    fn send_parts<P: EventSink + Send, F: Fork + ?Sized>(
+        &self,
+        split: &Split,
+        bounds: &[usize],
+        parts: &mut [P],
+        fork: &F,
+    ) -> u64 {
+        let mut counts = [0u64; MAX_WIDTH];
+        {
+            let mut jobs = heapless::Vec::<_, MAX_WIDTH>::new();
+            let tasks = split.tasks.iter().zip(bounds.windows(2));
+            for (((task, run), part), count) in tasks.zip(parts.iter_mut()).zip(counts.iter_mut()) {
+                let run = run[0]..run[1];
+                let (by_id, ends) = (&self.by_id[run.clone()], &split.ends[run]);
+                let job = move || {
+                    #[cfg(debug_assertions)]
+                    let part = &mut crate::event::InOrder::new(part);
+                    let (mut from, mut sent) = (0usize, 0);
+                    for (&(_, slot), &end) in by_id.iter().zip(ends) {
+                        if end == LEFT {
+                            continue;
+                        }
+                        let to = (end & !WALK) as usize;
+                        let records = task.records.get(from..to).unwrap_or(&[]);
+                        sent += self.send_recorded(slot, records, end & WALK != 0, part);
+                        from = to;
+                    }
+                    // Once: the counts share a cache line.
+                    *count = sent;
+                };
+                if jobs.push(job).is_err() {
+                    break;
+                }
+            }
+            fork::join_all(fork, &mut jobs);
+        }
+        counts.iter().sum()
+    }
+
+    /// Sends the events a task recorded for the observer at `slot` and,
+    /// where it is `walked`, its due subjects' Updates: a record each
+    /// would cost more to write and read back than the walk saves.
+    /// Returns how many.
+    fn send_recorded<S: EventSink>(
+        &self,
+        slot: u32,
+        records: &[u32],
+        walked: bool,
+        sink: &mut S,
+    ) -> u64 {
+        self.send_records(slot, records, sink);
+        let mut events = records.len() as u64;
+        if walked {
+            let entered = records.iter().filter(|&&r| r & KIND == ENTER);
+            events += self.send_updates(slot, entered.map(|&r| r & !KIND), sink);
+        }
+        events
     }
 
     /// A task: refreshes the observers `by_id` (see the module docs) into

@@ -38,7 +38,7 @@ mod workload;
 use std::fmt::Write as _;
 
 use lockgrid_host::threads::Threads;
-use lockgrid_kernel::{Command, EntityId, Visibility, World};
+use lockgrid_kernel::{Command, EntityId, Event, EventSink, Visibility, World, MAX_WIDTH};
 
 use adapter::{Adapter, Peer};
 use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
@@ -54,7 +54,7 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --cold       sweep 64 MiB through the caches before every timed step, as the
                peers do in a full run (use with --lockgrid-only)
   --ticks      timed ticks per contender, overriding the plan
-  --threads    step the kernel with this many threads (World::step_with; default 1)
+  --threads    step the kernel with this many threads (World::step_in_parts; default 1)
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
@@ -643,6 +643,20 @@ trait Contender {
 struct Kernel {
     world: World,
     threads: Threads,
+    /// Where each task hands its observers' events (`World::step_in_parts`).
+    parts: [Part; MAX_WIDTH],
+}
+
+/// A task's tally, on a cache line of its own: parts side by side would
+/// share lines between the threads counting into them.
+#[derive(Clone, Copy, Default)]
+#[repr(align(128))]
+struct Part(Tally);
+
+impl EventSink for Part {
+    fn event(&mut self, event: Event) {
+        self.0.event(event);
+    }
 }
 
 impl Kernel {
@@ -653,6 +667,7 @@ impl Kernel {
         Kernel {
             world,
             threads: Threads::new(threads),
+            parts: [Part::default(); MAX_WIDTH],
         }
     }
 
@@ -682,7 +697,11 @@ impl Kernel {
 
 impl Contender for Kernel {
     fn step(&mut self, commands: &[Command], tally: &mut Tally) {
-        self.world.step_with(commands, tally, &self.threads);
+        self.world
+            .step_in_parts(commands, tally, &mut self.parts, &self.threads);
+        for part in &mut self.parts {
+            tally.add(std::mem::take(part).0);
+        }
     }
 
     fn visible_pairs(&self) -> u64 {

@@ -66,6 +66,13 @@ impl Tally {
     pub fn total(&self) -> u64 {
         self.leave + self.enter + self.update + self.rejected
     }
+
+    pub fn add(&mut self, other: Tally) {
+        self.leave += other.leave;
+        self.enter += other.enter;
+        self.update += other.update;
+        self.rejected += other.rejected;
+    }
 }
 
 impl EventSink for Tally {
@@ -91,10 +98,7 @@ impl Samples {
     pub fn push(&mut self, time: Duration, allocs: u64, events: Tally) {
         self.times.push(time);
         self.allocs.push(allocs);
-        self.events.leave += events.leave;
-        self.events.enter += events.enter;
-        self.events.update += events.update;
-        self.events.rejected += events.rejected;
+        self.events.add(events);
     }
 
     fn quantile_ms(&self, q: f64) -> f64 {
