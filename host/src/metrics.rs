@@ -27,7 +27,7 @@
 //! | `lockgrid_journal_sync_seconds` | histogram | one tick's journal sync (fsync under the default policy) |
 //! | `lockgrid_snapshots_written_total` | counter | state snapshots written |
 //! | `lockgrid_snapshot_failures_total` | counter | snapshots that could not be written |
-//! | `lockgrid_socket_drops_total` | counter | datagrams the system dropped at the server's socket, its receive buffer full (`lockgrid serve` on Linux) |
+//! | `lockgrid_socket_drops_total` | counter | datagrams the system dropped at the server's socket, its receive buffer full (`lockgrid serve` and cluster nodes, on Linux; read once a second) |
 //!
 //! A node of a cluster (`serve --cluster … --metrics ADDR`) serves the same
 //! metrics — a tick being one it appended or applied from the stream, the

@@ -80,6 +80,10 @@ pub struct ClusterSummary {
     pub lost_appends: u64,
     /// This node's slot.
     pub slot: u32,
+    /// Datagrams the system dropped at the node's socket, its receive
+    /// buffer full, when last read (once a second); `None` where the
+    /// system does not say (no `/proc`).
+    pub socket_drops: Option<u64>,
 }
 
 impl core::fmt::Display for ClusterSummary {
@@ -88,7 +92,11 @@ impl core::fmt::Display for ClusterSummary {
             f,
             "node slot {} stopped at tick {}: appended {} ticks, followed {}, led {} times, lost {} appends",
             self.slot, self.tick, self.appended, self.followed, self.leads, self.lost_appends
-        )
+        )?;
+        match self.socket_drops {
+            Some(drops) => write!(f, ", {drops} datagrams dropped at the socket"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -107,6 +115,9 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Snapshots kept in the object store.
 const KEEP_SNAPSHOTS: usize = 4;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
+/// How often the node reads its socket's drops: reading `/proc` every
+/// tick would cost more than the figure is worth.
+const DROPS_EVERY: Duration = Duration::from_secs(1);
 /// No record for this long (counted from the last record, the last such
 /// check, or when the consumer was made, whichever is later): read what
 /// the stream holds beyond this node's tick from its replicas, and when
@@ -436,6 +447,8 @@ async fn run(
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
+    let mut drops = crate::serve::socket_buffers::Drops::of(&socket);
+    let mut drops_read_at = std::time::Instant::now();
     let mut sub: Option<async_nats::Subscriber> = None;
     let mut buf = vec![0u8; MAX_MTU + 1];
     let started = std::time::Instant::now();
@@ -602,6 +615,13 @@ async fn run(
                 }
                 let kept = m.housekeeping(&mut sub).await;
                 let now = std::time::Instant::now();
+                if now.duration_since(drops_read_at) >= DROPS_EVERY {
+                    drops_read_at = now;
+                    m.summary.socket_drops = drops.read();
+                    if let Some(total) = m.summary.socket_drops {
+                        m.metrics.record_socket_drops(total);
+                    }
+                }
                 if let Some((tick, false)) = m.rebuilding {
                     if now >= m.rebuild_retry_at {
                         m.start_rebuild(tick);
@@ -644,6 +664,7 @@ async fn run(
     }
     let _ = m.digests.flush();
     m.summary.tick = m.node.world().tick();
+    m.summary.socket_drops = drops.read();
     result.map(|()| m.summary)
 }
 

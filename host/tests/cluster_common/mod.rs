@@ -559,7 +559,7 @@ pub fn run_walkers(
 pub fn write_world(url: &str, world: &str, ticks: u64, data: &Path) {
     let ticks = ticks.to_string();
     let data = data.to_str().expect("utf-8 path");
-    let (ok, _, err) = lockgrid(&[
+    let (ok, out, err) = lockgrid(&[
         "serve",
         "--cluster",
         url,
@@ -575,6 +575,13 @@ pub fn write_world(url: &str, world: &str, ticks: u64, data: &Path) {
         data,
     ]);
     assert!(ok, "the writer node fails: {err}");
+    // Its socket's drops were read (Linux says which socket is whose).
+    if cfg!(target_os = "linux") {
+        assert!(
+            out.contains(", 0 datagrams dropped at the socket"),
+            "the writer node's summary: {out}"
+        );
+    }
 }
 
 /// Runs `lockgrid ARGS`; returns (success, stdout, stderr).
