@@ -518,10 +518,7 @@ impl World {
         sink: &mut S,
         fork: &F,
     ) -> TickReport {
-        // Debug builds check every event against the one comparator.
-        #[cfg(debug_assertions)]
-        let sink = &mut crate::event::InOrder::new(sink);
-        self.run_tick(commands, sink, &mut [] as &mut [CountingSink], fork)
+        self.step_in_parts(commands, sink, &mut [] as &mut [CountingSink], fork)
     }
 
     /// [`World::step_with`], with the events handed over on the tasks'
@@ -564,6 +561,7 @@ impl World {
         parts: &mut [P],
         fork: &F,
     ) -> TickReport {
+        // Debug builds check every event against the one comparator.
         #[cfg(debug_assertions)]
         let sink = &mut crate::event::InOrder::new(sink);
         self.run_tick(commands, sink, parts, fork)
@@ -582,7 +580,8 @@ impl World {
         self.sweep.reserve_width(width).min(self.split.width())
     }
 
-    /// [`World::step`]'s body.
+    /// The tick's body, for [`World::step_in_parts`], which the other
+    /// steps call.
     fn run_tick<S: EventSink, P: EventSink + Send, F: Fork + ?Sized>(
         &mut self,
         commands: &[Command],
