@@ -27,6 +27,7 @@ use crate::plan::{
 use crate::rule::{RuleTables, Zone};
 use crate::scan::{Candidates, Ranked, Reach, ScanRecord};
 use crate::slot_bits::SlotBits;
+use crate::slot_ids::SlotIds;
 use crate::slot_table::{Entity, Gone, Sight, SlotTable, Watcher, NO_VIEW, UNBORN};
 use crate::source::Source;
 use crate::squares::{PackedSquares, Squares, Steps};
@@ -34,7 +35,7 @@ use crate::subject_pairs::{PairKind, SubjectPairs};
 use crate::sweep::{Scene, Sweep, ViewEdit};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
-use crate::view_marks::ViewMarks;
+use crate::view_marks::{MarkSlice, ViewMarks};
 
 mod culled;
 mod incremental;
@@ -572,11 +573,13 @@ impl World {
     /// width it has room for. Allocates (per task, a scratch buffer of 4
     /// bytes per entity for the sweep; and, from 2 tasks on, 128 bytes per
     /// entity of event records shared out between the tasks, plus 8 bytes
-    /// per observer), so call it once, after construction, not between
-    /// ticks that must not allocate.
+    /// per observer, and per task about 5 bytes per entity for rebuilding
+    /// views), so call it once, after construction, not between ticks that
+    /// must not allocate.
     pub fn reserve_width(&mut self, width: usize) -> usize {
         let c = &self.config;
-        self.split = split::Split::new(width, c.max_entities, c.max_observers, c.max_view);
+        let slots = c.max_entities + spare_slots(c.max_entities);
+        self.split = split::Split::new(width, (c.max_entities, slots), c.max_observers, c.max_view);
         self.sweep.reserve_width(width).min(self.split.width())
     }
 
@@ -1344,61 +1347,27 @@ impl World {
     /// The old and new views are marked per slot while the view is rebuilt,
     /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
-        // What the rebuild needs of the observer, not a copy of its record.
-        let (o, sight) = (
-            &self.slots.entities[slot as usize],
-            &self.slots.sights[slot as usize],
-        );
-        let (observer, view, cell, ring) = (o.id, o.view, o.cell, sight.ring);
-        // Squares (radius mode) cover the disc of radius r + hysteresis.
-        let stay = sight.radius.to_bits() + self.config.hysteresis.to_bits();
-        let reach = Reach {
-            slot,
-            interest: sight.interest,
-            x: o.cur.pos.x.to_bits(),
-            y: o.cur.pos.y.to_bits(),
-            radius: (self.config.visibility == Visibility::Radius)
-                .then_some((sight.enter2, sight.stay2)),
-            near: sight.near,
-            // Only the loops for grid mode and for radius mode without
-            // hysteresis (the common cases) leave the two tests out.
-            everyone: match self.config.visibility {
-                Visibility::Grid => sight.interest & self.common_layers != 0,
-                Visibility::Radius => sight.plain_disc(self.common_layers),
-            },
-        };
-
-        // "Was visible": old entries still naming the same incarnation. A
-        // slot churned this tick holds another incarnation (or none); one
-        // churned earlier has left every view that held it, since each such
-        // view was rebuilt in the tick its subject was despawned.
+        let Rebuild {
+            reach,
+            observer,
+            view,
+            ring,
+            around,
+        } = self.rebuild_of(slot);
         debug_assert!(self
             .views
             .slots(view)
             .iter()
             .all(|&s| self.slots.ids.churned(s) || self.slots.entities[s as usize].alive));
-        let mut marks = self.marks.slice();
-        // Where the scan keeps the observer itself, it counts as seen
-        // already, so it never enters.
-        marks.set_was(slot, reach.everyone);
-        if !self.slots.ids.any_churned() {
-            for &s in self.views.slots(view) {
-                marks.set_was(s, true);
-            }
-        } else {
-            for &s in self.views.slots(view) {
-                marks.set_was(s, !self.slots.ids.churned(s));
-            }
-        }
-
+        let old = self.views.slots(view);
+        mark_was(&mut self.marks.slice(), old, &self.slots.ids, &reach);
         self.candidates.clear();
-        let ring = self.grid.ring(cell, ring);
-        let source = match (&self.squares, self.plan.rebuild_source) {
-            (Some(squares), RebuildSource::Squares) => Source::Squares(squares),
-            (_, RebuildSource::Lists) => Source::Lists(&self.grid),
-            _ => Source::Cells(&self.packed),
-        };
-        let around = (reach.x, reach.y, stay);
+        let source = rebuild_source(
+            &self.squares,
+            &self.grid,
+            &self.packed,
+            self.plan.rebuild_source,
+        );
         let max_view = self.config.max_view as usize;
         // A view that was full most likely still is: rank at once rather
         // than scan first to find out.
@@ -1473,40 +1442,10 @@ impl World {
         let entered = self.entered.as_slice();
         let ids = &self.slots.ids;
         self.views.rewrite(view, |old, out| {
-            let mut w = 0;
-            let mut put = |slot: u32| {
-                // Never short: candidates are capped at max_view.
-                if let Some(at) = out.get_mut(w) {
-                    *at = slot;
-                    w += 1;
-                }
-            };
-            let mut next = 0;
-            for &s in old {
-                let kept = marks.kept(s);
-                marks.clear(s);
-                // Ids are looked up only where needed: for a Leave (the
-                // prior id if the slot churned), and while entered subjects
-                // remain to be placed.
-                if !kept {
-                    let subject = ids.old(s);
-                    send_leave(sink, sums, &pairs, subject);
-                    leaves += 1;
-                    continue;
-                }
-                if next < entered.len() {
-                    let key = ids.key(s);
-                    while let Some(&e) = entered.get(next).filter(|&&e| ids.key(e) < key) {
-                        put(e);
-                        next += 1;
-                    }
-                }
-                put(s);
-            }
-            for &e in entered.get(next..).unwrap_or(&[]) {
-                put(e);
-            }
-            w
+            merge_rebuilt(old, entered, out, &mut marks, ids, |s| {
+                send_leave(sink, sums, &pairs, ids.old(s));
+                leaves += 1;
+            })
         });
         self.marks.slice().clear(slot);
         let mut events = leaves;
@@ -1527,6 +1466,39 @@ impl World {
             events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
         }
         events
+    }
+
+    /// What a rebuild needs of the observer at `slot`, not a copy of its
+    /// record.
+    pub(super) fn rebuild_of(&self, slot: u32) -> Rebuild {
+        let (o, sight) = (
+            &self.slots.entities[slot as usize],
+            &self.slots.sights[slot as usize],
+        );
+        // Squares (radius mode) cover the disc of radius r + hysteresis.
+        let stay = sight.radius.to_bits() + self.config.hysteresis.to_bits();
+        let reach = Reach {
+            slot,
+            interest: sight.interest,
+            x: o.cur.pos.x.to_bits(),
+            y: o.cur.pos.y.to_bits(),
+            radius: (self.config.visibility == Visibility::Radius)
+                .then_some((sight.enter2, sight.stay2)),
+            near: sight.near,
+            // Only the loops for grid mode and for radius mode without
+            // hysteresis (the common cases) leave the two tests out.
+            everyone: match self.config.visibility {
+                Visibility::Grid => sight.interest & self.common_layers != 0,
+                Visibility::Radius => sight.plain_disc(self.common_layers),
+            },
+        };
+        Rebuild {
+            around: (reach.x, reach.y, stay),
+            reach,
+            observer: o.id,
+            view: o.view,
+            ring: self.grid.ring(o.cell, sight.ring),
+        }
     }
 
     /// What a ranking within `within` (`dist²`) needs to visit of an
@@ -1594,6 +1566,98 @@ impl World {
             speed: m.speed,
         }
     }
+}
+
+/// What a rebuild reads of its observer (see [`World::rebuild_of`]).
+pub(super) struct Rebuild {
+    pub(super) reach: Reach,
+    pub(super) observer: EntityId,
+    pub(super) view: u32,
+    /// Its ring of cells.
+    pub(super) ring: CellRect,
+    /// Its position and the stay distance around it, raw.
+    pub(super) around: (i64, i64, i64),
+}
+
+/// Where a tick's rebuilds read the entities around an observer: the
+/// world's `squares`, `grid` or `packed` cells, by the plan's `source`.
+pub(super) fn rebuild_source<'a>(
+    squares: &'a Option<PackedSquares>,
+    grid: &'a Grid,
+    packed: &'a CellSorted<ScanRecord>,
+    source: RebuildSource,
+) -> Source<'a> {
+    match (squares, source) {
+        (Some(squares), RebuildSource::Squares) => Source::Squares(squares),
+        (_, RebuildSource::Lists) => Source::Lists(grid),
+        _ => Source::Cells(packed),
+    }
+}
+
+/// Marks the `old` view of the observer `reach` describes as "was
+/// visible": old entries still naming the same incarnation. A slot
+/// churned this tick holds another incarnation (or none); one churned
+/// earlier has left every view that held it, since each such view was
+/// rebuilt in the tick its subject was despawned.
+pub(super) fn mark_was(marks: &mut MarkSlice<'_>, old: &[u32], ids: &SlotIds, reach: &Reach) {
+    // Where the scan keeps the observer itself, it counts as seen
+    // already, so it never enters.
+    marks.set_was(reach.slot, reach.everyone);
+    if !ids.any_churned() {
+        for &s in old {
+            marks.set_was(s, true);
+        }
+    } else {
+        for &s in old {
+            marks.set_was(s, !ids.churned(s));
+        }
+    }
+}
+
+/// One pass over a rebuilt view's `old` entries, in id order: a kept
+/// entry (visible before, same incarnation, and after) goes into `out`,
+/// merged with `entered` (sorted by id); any other's slot is handed to
+/// `leave` (its subject's id is then `ids.old`: the prior one if the slot
+/// churned). Clears the old entries' marks; returns the new view's length.
+pub(super) fn merge_rebuilt(
+    old: &[u32],
+    entered: &[u32],
+    out: &mut [u32],
+    marks: &mut MarkSlice<'_>,
+    ids: &SlotIds,
+    mut leave: impl FnMut(u32),
+) -> usize {
+    let mut w = 0;
+    let mut put = |slot: u32| {
+        // Never short: candidates are capped at max_view.
+        if let Some(at) = out.get_mut(w) {
+            *at = slot;
+            w += 1;
+        }
+    };
+    let mut next = 0;
+    for &s in old {
+        let kept = marks.kept(s);
+        marks.clear(s);
+        // Ids are looked up only where needed: for a Leave, and while
+        // entered subjects remain to be placed.
+        if !kept {
+            leave(s);
+            continue;
+        }
+        if next < entered.len() {
+            let key = ids.key(s);
+            while let Some(&e) = entered.get(next).filter(|&&e| ids.key(e) < key) {
+                put(e);
+                next += 1;
+            }
+        }
+        put(s);
+    }
+    for &e in entered.get(next..).unwrap_or(&[]) {
+        put(e);
+    }
+    w
 }
 
 /// Merges `tail` (sorted) into `items`, whose first `head` entries are

@@ -13,12 +13,14 @@
 //! serial sums whatever the order.
 //!
 //! A task takes the paths that read only what the pass leaves alone: a
-//! view kept, a view edited by the sweep's changes and a view edited by
-//! its pairs (where no view keeps a margin). Updates are not recorded:
+//! view kept, a view edited by the sweep's changes, a view edited by its
+//! pairs (where no view keeps a margin) and a view rebuilt from the
+//! entities around its observer, with marks and candidates of the
+//! task's own, unless it is a crowd to rank. Updates are not recorded:
 //! the calling thread walks each such view for its due subjects as it
 //! sends the view's events, since a record per Update costs more to write
-//! and read back than the walk it saves. Any other observer (one rebuilt,
-//! or edited through a margin), and every one after a task's buffer ran
+//! and read back than the walk it saves. Any other observer (a crowd,
+//! one edited through a margin), and every one after a task's buffer ran
 //! short, is left to the calling thread, which refreshes it in
 //! turn as the serial pass does, into room the task left for it.
 //!
@@ -33,15 +35,17 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::incremental::{splice, stream_in};
-use super::{ObserverPath, World};
+use super::{mark_was, merge_rebuilt, rebuild_source, ObserverPath, Rebuild, World};
 use crate::command::EntityId;
 use crate::coverage::Path;
 use crate::digest::{DigestSums, PairHasher};
 use crate::event::{Event, EventSink};
 use crate::fork::{self, Fork, MAX_WIDTH};
-use crate::plan::Updates;
+use crate::plan::{RebuildSource, Updates};
+use crate::scan::Candidates;
 use crate::subject_pairs::{unpack, PairKind};
 use crate::sweep::{merge, ENTERED};
+use crate::view_marks::ViewMarks;
 
 /// Event records the tasks may buffer, per entity of the world, shared
 /// out between them: Leaves and Enters (and paired Updates), of which the
@@ -82,10 +86,17 @@ pub(crate) struct Task {
     group: Vec<(PairKind, EntityId, u32)>,
     /// The digest's sums as this task leaves them.
     sums: DigestSums,
-    /// Views kept and walked, views swept, views edited by their pairs.
+    /// A rebuild's marks, candidates and entered subjects (see
+    /// `World::rebuild_view`).
+    marks: ViewMarks,
+    candidates: Candidates,
+    rebuilt_entered: Candidates,
+    /// Views kept and walked, views swept, views edited by their pairs,
+    /// views rebuilt.
     walked: u64,
     swept: u64,
     edited: u64,
+    rebuilt: u64,
     /// Where the task's next view goes in its range.
     end: u32,
 }
@@ -104,8 +115,14 @@ pub(crate) struct Split {
 
 impl Split {
     /// Buffers for up to `width` tasks in a world of `max_entities`
-    /// entities, `max_observers` observers and views of up to `max_view`.
-    pub(crate) fn new(width: usize, max_entities: u32, max_observers: u32, max_view: u32) -> Self {
+    /// entities in `slots` slots, `max_observers` observers and views of
+    /// up to `max_view`.
+    pub(crate) fn new(
+        width: usize,
+        (max_entities, slots): (u32, u32),
+        max_observers: u32,
+        max_view: u32,
+    ) -> Self {
         let width = width.min(MAX_WIDTH);
         if width < 2 {
             return Split::default();
@@ -118,9 +135,13 @@ impl Split {
             entered: vec![0; group],
             group: vec![(PairKind::Leave, 0, 0); group],
             sums: DigestSums::default(),
+            marks: ViewMarks::new(slots),
+            candidates: Candidates::new(max_entities),
+            rebuilt_entered: Candidates::new(max_view.min(max_entities)),
             walked: 0,
             swept: 0,
             edited: 0,
+            rebuilt: 0,
             end: 0,
         };
         Split {
@@ -237,6 +258,12 @@ impl World {
             for _ in 0..task.edited {
                 self.hit(Path::ObserverEdited);
             }
+            for _ in 0..task.rebuilt {
+                self.hit(match self.plan.rebuild_source {
+                    RebuildSource::Lists => Path::ObserverRebuiltFromLists,
+                    _ => Path::ObserverRebuiltFromCopy,
+                });
+            }
             // Sums wrap: each task's difference from where all began.
             let sums = &mut self.sums;
             sums.pairs = sums
@@ -336,6 +363,7 @@ impl World {
         task.walked = 0;
         task.swept = 0;
         task.edited = 0;
+        task.rebuilt = 0;
         let mut short = false;
         for ((&(_, slot), end), place) in by_id.iter().zip(ends.iter_mut()).zip(placed.iter_mut()) {
             let o = &self.slots.entities[slot as usize];
@@ -409,6 +437,12 @@ impl World {
                     task.edited += u64::from(n.is_some());
                     n
                 }
+                (false, ObserverPath::Rebuild) => {
+                    let n = self.rebuild_run(slot, was, out, task, &mut k);
+                    walk = self.any_due;
+                    task.rebuilt += u64::from(n.is_some());
+                    n
+                }
                 _ => None,
             };
             match done {
@@ -425,6 +459,70 @@ impl World {
             }
         }
         task.end = start + at as u32;
+    }
+
+    /// A view rebuilt from the entities around its observer, as
+    /// `World::rebuild_view` does it, into `out`; returns its length, or
+    /// `None`, having recorded nothing and left every mark clear, where
+    /// it is a crowd (ranked, on the calling thread) or its records would
+    /// not fit.
+    fn rebuild_run(
+        &self,
+        slot: u32,
+        was: &[u32],
+        out: &mut [u32],
+        task: &mut Task,
+        k: &mut usize,
+    ) -> Option<usize> {
+        let max_view = self.config.max_view as usize;
+        // At most a Leave per old entry and an Enter per new one.
+        if was.len() >= max_view || task.records.len() - *k < was.len() + max_view {
+            return None;
+        }
+        let Rebuild {
+            reach,
+            observer,
+            ring,
+            around,
+            ..
+        } = self.rebuild_of(slot);
+        let ids = &self.slots.ids;
+        mark_was(&mut task.marks.slice(), was, ids, &reach);
+        task.candidates.clear();
+        let source = rebuild_source(
+            &self.squares,
+            &self.grid,
+            &self.packed,
+            self.plan.rebuild_source,
+        );
+        source.visit(ring, around, |run| {
+            task.candidates.scan(&reach, run, &task.marks);
+        });
+        let mut marks = task.marks.slice();
+        if task.candidates.len() > max_view + usize::from(reach.everyone) {
+            marks.clear(slot);
+            for &s in was {
+                marks.clear(s);
+            }
+            return None;
+        }
+        let entered = &mut task.rebuilt_entered;
+        entered.clear();
+        entered.extend_kept(task.candidates.as_slice(), |s| !marks.set_now(s));
+        entered.as_mut_slice().sort_unstable_by_key(|&s| ids.key(s));
+        let pairs = PairHasher::new(observer);
+        let (records, sums) = (&mut task.records, &mut task.sums);
+        let n = merge_rebuilt(was, entered.as_slice(), out, &mut marks, ids, |s| {
+            sums.remove_pair(&pairs, ids.old(s));
+            *k = push(records, *k, LEAVE | s);
+        });
+        marks.clear(slot);
+        for &s in entered.as_slice() {
+            marks.clear(s);
+            sums.add_pair(&pairs, ids.id(s));
+            *k = push(records, *k, ENTER | s);
+        }
+        Some(n)
     }
 
     /// A view edited by its pairs, as `World::update_view` and
