@@ -572,7 +572,7 @@ impl World {
     /// `width` tasks (at most [`MAX_WIDTH`](crate::MAX_WIDTH)); returns the
     /// width it has room for. Allocates (per task, a scratch buffer of 4
     /// bytes per entity for the sweep; and, from 2 tasks on, 128 bytes per
-    /// entity of event records shared out between the tasks, plus 8 bytes
+    /// entity of event records shared out between the tasks, plus 16 bytes
     /// per observer, and per task about 5 bytes per entity for rebuilding
     /// views), so call it once, after construction, not between ticks that
     /// must not allocate.

@@ -109,8 +109,9 @@ pub(crate) struct Split {
     /// its task's buffer, with [`WALK`] where it is walked for Updates, or
     /// [`LEFT`].
     ends: Vec<u32>,
-    /// Per observer: where its new view starts and how long it is.
-    placed: Vec<(u32, u32)>,
+    /// Per observer: its view, where the new one starts and how long it
+    /// is (the view's id too, so that placing it reads no entity record).
+    placed: Vec<(u32, u32, u32)>,
 }
 
 impl Split {
@@ -147,7 +148,7 @@ impl Split {
         Split {
             tasks: (0..width).map(|_| task()).collect(),
             ends: vec![0; max_observers as usize],
-            placed: vec![(0, 0); max_observers as usize],
+            placed: vec![(0, 0, 0); max_observers as usize],
         }
     }
 
@@ -233,14 +234,13 @@ impl World {
             let mut from = 0usize;
             for k in bounds[w]..bounds[w + 1] {
                 let slot = self.by_id[k].1;
-                let (start, len) = split.placed[k];
+                let (view, start, len) = split.placed[k];
                 if split.ends[k] == LEFT {
                     self.views.set_cursor(start);
                     events += self.refresh_view(slot, t, sink);
                     continue;
                 }
                 let to = (split.ends[k] & !WALK) as usize;
-                let view = self.slots.entities[slot as usize].view;
                 self.views.place(view, start, len);
                 if !parted {
                     let records = task.records.get(from..to).unwrap_or(&[]);
@@ -354,7 +354,7 @@ impl World {
         (old, front): (&[u32], usize),
         (range, start): (&mut [u32], u32),
         ends: &mut [u32],
-        placed: &mut [(u32, u32)],
+        placed: &mut [(u32, u32, u32)],
         task: &mut Task,
     ) {
         let max_view = self.config.max_view as usize;
@@ -447,12 +447,12 @@ impl World {
             };
             match done {
                 Some(n) => {
-                    *place = (start + at as u32, n as u32);
+                    *place = (view, start + at as u32, n as u32);
                     *end = k as u32 | if walk { WALK } else { 0 };
                     at += n;
                 }
                 None => {
-                    *place = (start + at as u32, 0);
+                    *place = (view, start + at as u32, 0);
                     *end = LEFT;
                     at += max_view.min(range.len() - at);
                 }
