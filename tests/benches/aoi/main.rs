@@ -54,7 +54,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --cold       sweep 64 MiB through the caches before every timed step, as the
                peers do in a full run (use with --lockgrid-only)
   --ticks      timed ticks per contender, overriding the plan
-  --threads    step the kernel with this many threads (World::step_in_parts; default 1)
+  --threads    step the kernel with this many threads (World::step_in_parts; default 1);
+               above 1, the serial step runs too, on the same ticks, for the speed-up
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
@@ -391,7 +392,8 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
             Kernel::new(spec, mode, true, opts.threads)
         })),
     ));
-    if !opts.lockgrid_only || opts.full_tick {
+    let full = !opts.lockgrid_only || opts.full_tick;
+    if full {
         lineup.push((
             "lockgrid, full tick (default throttle, with Updates)".into(),
             Ok(Entry::new(p.timed, || {
@@ -399,6 +401,21 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
             })),
         ));
     }
+    // With threads, the serial step runs on the same ticks, interleaved,
+    // so that the speed-up is measured in one run.
+    if opts.threads > 1 {
+        lineup.push((
+            "lockgrid, 1 thread (the serial step of the bold row)".into(),
+            Ok(Entry::new(p.timed, || Kernel::new(spec, mode, true, 1))),
+        ));
+        if full {
+            lineup.push((
+                "lockgrid, full tick, 1 thread".into(),
+                Ok(Entry::new(p.timed, || Kernel::new(spec, mode, false, 1))),
+            ));
+        }
+    }
+    let lockgrid_rows = lineup.len();
     for kind in PEERS {
         let skipped = match kind.skipped(spec, quick) {
             _ if opts.lockgrid_only => Some("skipped: --lockgrid-only"),
@@ -475,6 +492,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         )
     };
     let mut full_ms = None;
+    let mut serial_ms = (None, None);
     let mut max_candidates = 0;
     let mut fastest: Option<(f64, String)> = None;
     let mut rows = Vec::new();
@@ -482,13 +500,16 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         let outcome = entry.map(|e| {
             max_candidates = max_candidates.max(e.contender.max_candidates());
             let ms = e.samples.median_ms();
-            if k < 2 {
+            if k < lockgrid_rows && !name.contains("1 thread") {
                 summary.max_allocs = summary.max_allocs.max(e.samples.allocs_per_tick());
             }
-            if k == 1 {
-                full_ms = Some(ms);
+            match name.as_str() {
+                "lockgrid, full tick (default throttle, with Updates)" => full_ms = Some(ms),
+                "lockgrid, 1 thread (the serial step of the bold row)" => serial_ms.0 = Some(ms),
+                "lockgrid, full tick, 1 thread" => serial_ms.1 = Some(ms),
+                _ => {}
             }
-            if k >= 2 && fastest.as_ref().is_none_or(|f| ms < f.0) {
+            if k >= lockgrid_rows && fastest.as_ref().is_none_or(|f| ms < f.0) {
                 fastest = Some((ms, name.clone()));
             }
             Measured {
@@ -579,6 +600,18 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
                 let _ = writeln!(out, "| {} | {} | | | | | | | | |", row.name, why);
             }
         }
+    }
+    if let Some(serial) = serial_ms.0 {
+        let _ = write!(
+            out,
+            "\n{} threads against the serial step on the same ticks: comparable {:.2}×",
+            opts.threads,
+            serial / lg_ms
+        );
+        if let (Some(serial), Some(full)) = (serial_ms.1, full_ms) {
+            let _ = write!(out, ", full tick {:.2}×", serial / full);
+        }
+        let _ = writeln!(out);
     }
     let lg_ns = lg_ms * 1e6 / pairs.max(1) as f64;
     let _ = writeln!(
