@@ -402,7 +402,9 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         ));
     }
     // With threads, the serial step runs on the same ticks, interleaved,
-    // so that the speed-up is measured in one run.
+    // so that the speed-up is measured in one run: the rows from `serial`
+    // on are the serial ones, in the same order as the threaded ones.
+    let serial = lineup.len();
     if opts.threads > 1 {
         lineup.push((
             "lockgrid, 1 thread (the serial step of the bold row)".into(),
@@ -500,13 +502,15 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         let outcome = entry.map(|e| {
             max_candidates = max_candidates.max(e.contender.max_candidates());
             let ms = e.samples.median_ms();
-            if k < lockgrid_rows && !name.contains("1 thread") {
+            if k < lockgrid_rows {
                 summary.max_allocs = summary.max_allocs.max(e.samples.allocs_per_tick());
             }
-            match name.as_str() {
-                "lockgrid, full tick (default throttle, with Updates)" => full_ms = Some(ms),
-                "lockgrid, 1 thread (the serial step of the bold row)" => serial_ms.0 = Some(ms),
-                "lockgrid, full tick, 1 thread" => serial_ms.1 = Some(ms),
+            match k {
+                1 if full => full_ms = Some(ms),
+                _ if k == serial && serial < lockgrid_rows => serial_ms.0 = Some(ms),
+                _ if k == serial + 1 && full && serial + 1 < lockgrid_rows => {
+                    serial_ms.1 = Some(ms)
+                }
                 _ => {}
             }
             if k >= lockgrid_rows && fastest.as_ref().is_none_or(|f| ms < f.0) {
