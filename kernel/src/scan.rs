@@ -31,6 +31,21 @@ pub(crate) struct ScanRecord {
 }
 
 impl ScanRecord {
+    /// This record with `layers` holding the radius `r` (raw, below
+    /// `2^31`) instead: in the sweep's copy of the viewers, whose views
+    /// take every layer in the world, layers are never read, and a pair's
+    /// test reads both radii from the records it already holds.
+    #[inline(always)]
+    pub(crate) fn with_radius(self, r: u32) -> ScanRecord {
+        ScanRecord { layers: r, ..self }
+    }
+
+    /// The radius a [`ScanRecord::with_radius`] record carries.
+    #[inline(always)]
+    pub(crate) fn radius(&self) -> i64 {
+        i64::from(self.layers)
+    }
+
     /// The record of the entity at `slot`, from its grid member.
     #[inline(always)]
     pub(crate) fn of(slot: u32, m: &Member) -> ScanRecord {

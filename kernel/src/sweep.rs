@@ -14,7 +14,10 @@
 //! the viewer's own, and at most `√2` times the tick's largest step on
 //! either axis for the other end. Only pairs whose distance now lies
 //! within that of `r` can have crossed: a first loop finds those with one
-//! distance per pair, and only they are tested twice. Each view
+//! distance per pair, and only they are tested twice. Where radii differ,
+//! a pair's band is that of its own two ends' radii. The first loop reads
+//! the squares that the disc of the largest reach covers, row by row from
+//! where the viewer stands, not the box of squares around it. Each view
 //! is then edited by its few changes instead of rebuilt, with no per-slot
 //! mark set or read.
 //!
@@ -45,7 +48,7 @@ use crate::rule;
 use crate::rule::RuleTables;
 use crate::scan::{Candidates, ScanRecord};
 use crate::slot_table::{Gone, SlotTable};
-use crate::squares::{step_within, PackedSquares, JUMPED};
+use crate::squares::{step_within, PackedSquares, Widths, JUMPED};
 use crate::view::Views;
 
 /// A slot whose observer's view the sweep does not keep this tick: an
@@ -245,18 +248,34 @@ impl Sweep {
         }
         let span = u32::try_from((reach + squares.side() - 1) / squares.side()).unwrap_or(u32::MAX);
         let enter2 = &sweep.enter2;
-        // Where every entity's view is kept, the copy is the viewers'.
-        let (viewers, others) = if swept == scene.count {
+        let mixed = r_min != r_max;
+        // Where every entity's view is kept, with one radius, the copy is
+        // the viewers'.
+        let (viewers, others) = if swept == scene.count && !mixed {
             (squares, None)
         } else {
             let (Some(viewers), Some(others)) = (&mut sweep.viewers, &mut sweep.others) else {
                 return false;
             };
-            viewers.copy_kept(squares, |e| enter2[e.slot as usize] != NOT_SWEPT);
-            others.copy_kept(squares, |e| {
-                enter2[e.slot as usize] == NOT_SWEPT && e.dx != JUMPED
+            // The reach check above keeps every swept radius below 2^31.
+            let radius = |slot: u32| slots.sights[slot as usize].radius.to_bits() as u32;
+            viewers.copy_mapped(squares, |e| {
+                let kept = enter2[e.slot as usize] != NOT_SWEPT;
+                kept.then(|| {
+                    if mixed {
+                        e.with_radius(radius(e.slot))
+                    } else {
+                        *e
+                    }
+                })
             });
-            (&*viewers, Some(&*others))
+            let others = (swept != scene.count).then(|| {
+                others.copy_kept(squares, |e| {
+                    enter2[e.slot as usize] == NOT_SWEPT && e.dx != JUMPED
+                });
+                &*others
+            });
+            (&*viewers, others)
         };
         let (cols, rows) = squares.dims();
         let room = sweep.found.len() - 1;
@@ -292,7 +311,9 @@ impl Sweep {
             dims: (cols, rows),
             span,
             radii: (r_min, r_max),
+            mixed,
             other_step,
+            widths: Widths::new(reach),
         };
         let Some(k) = pairs.split(fork, k, &mut sweep.found, &mut sweep.bands) else {
             return false;
@@ -413,8 +434,10 @@ impl Sweep {
 /// What every task of the sweep's pairs reads: the viewers' copy (and
 /// everyone else's, where not every entity is a viewer), their enter
 /// distances², the squares' columns and rows, how many squares away a
-/// pair may be, the least and greatest radius, and the bound on the
-/// other end's step.
+/// pair may be (the reach), the least and greatest radius, whether radii
+/// differ (the viewers' records then carry their own, see
+/// [`ScanRecord::with_radius`]), the bound on the other end's step, and
+/// the disc of the reach row by row.
 struct Pairs<'a> {
     viewers: &'a PackedSquares,
     others: Option<&'a PackedSquares>,
@@ -422,7 +445,9 @@ struct Pairs<'a> {
     dims: (u32, u32),
     span: u32,
     radii: (i64, i64),
+    mixed: bool,
     other_step: i64,
+    widths: Widths,
 }
 
 impl Pairs<'_> {
@@ -492,8 +517,28 @@ impl Pairs<'_> {
     /// Records the changes of the pairs whose first viewer (in square
     /// order) lies in `rows` into `found`, with `band` as scratch. Returns
     /// how many, or `None` when they outgrew `found` (one entry spare).
-    #[inline(always)]
     fn rows(
+        &self,
+        rows: core::ops::Range<u32>,
+        found: &mut [(u32, u32)],
+        band_scratch: &mut [u32],
+    ) -> Option<usize> {
+        match self.mixed {
+            true => self.rows_of::<true>(rows, found, band_scratch),
+            false => self.rows_of::<false>(rows, found, band_scratch),
+        }
+    }
+
+    /// [`Pairs::rows`] for viewers of one radius (`MIXED` false), or of
+    /// radii of their own, carried in their records. A pair can have
+    /// crossed only a radius of one of its ends: with one radius, the band
+    /// around it is narrow and a viewer's radius² is every viewer's; with
+    /// several, each pair is tested against the bands of its own two ends,
+    /// not the one from the least radius to the greatest, which would take
+    /// nearly every pair in reach through the second test (and a load of
+    /// the other end's distance² by slot).
+    #[inline(always)]
+    fn rows_of<const MIXED: bool>(
         &self,
         rows: core::ops::Range<u32>,
         found: &mut [(u32, u32)],
@@ -501,7 +546,7 @@ impl Pairs<'_> {
     ) -> Option<usize> {
         let (viewers, enter2, span) = (self.viewers, self.enter2, self.span);
         let (cols, all_rows) = self.dims;
-        let (r_min, r_max) = self.radii;
+        let (r_min, _) = self.radii;
         let room = found.len().checked_sub(1)?;
         let mut k = 0usize;
         let viewed = viewers.records();
@@ -510,50 +555,54 @@ impl Pairs<'_> {
                 row.saturating_sub(span),
                 row.saturating_add(span).min(all_rows - 1),
             );
-            for col in 0..cols {
-                let last_col = col.saturating_add(span).min(cols - 1);
-                let first_col = col.saturating_sub(span);
-                for i in viewers.start_of(col, row)..viewers.start_of(col + 1, row) {
-                    // Past the room, a change may have been dropped.
-                    if k >= room {
-                        return None;
-                    }
-                    let a = viewed[i];
-                    let ra = enter2[a.slot as usize];
-                    let (lo, hi) = band_of(
-                        r_min,
-                        r_max,
-                        stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + self.other_step,
-                    );
-                    let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
-                    // Other viewers: each pair once, for both directions,
-                    // later in the same row or in the rows below.
-                    let same_row = (i + 1)..viewers.start_of(last_col + 1, row);
-                    let below = (row + 1..=bottom)
-                        .map(|r| viewers.start_of(first_col, r)..viewers.start_of(last_col + 1, r));
-                    let mut n = 0;
-                    for run in core::iter::once(same_row).chain(below) {
-                        n = band(band_scratch, n, viewed, run, &a, (lo, hi));
-                    }
-                    for &j in &band_scratch[..n] {
-                        let b = &viewed[j as usize];
-                        let d = distances(&a, (ax, ay), b);
-                        let rb = enter2[b.slot as usize];
-                        k = record(found, k, (a.slot, b.slot), d, ra);
-                        k = record(found, k, (b.slot, a.slot), d, rb);
-                    }
-                    // Everyone else around, for this viewer's direction.
-                    let Some(others) = self.others else { continue };
-                    let other = others.records();
-                    let mut n = 0;
-                    for r in top..=bottom {
-                        let run = others.start_of(first_col, r)..others.start_of(last_col + 1, r);
-                        n = band(band_scratch, n, other, run, &a, (lo, hi));
-                    }
-                    for &j in &band_scratch[..n] {
-                        let d = distances(&a, (ax, ay), &other[j as usize]);
-                        k = record(found, k, (a.slot, other[j as usize].slot), d, ra);
-                    }
+            for i in viewers.start_of(0, row)..viewers.start_of(cols, row) {
+                // Past the room, a change may have been dropped.
+                if k >= room {
+                    return None;
+                }
+                let a = viewed[i];
+                let ra = enter2[a.slot as usize];
+                let r_a = if MIXED { a.radius() } else { r_min };
+                debug_assert_eq!(Some(ra), r_a.checked_mul(r_a).map(|r2| r2 as u64));
+                let moved = stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + self.other_step;
+                let own = band_of(r_a, moved);
+                let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
+                // The squares of row `r` within reach of `a`, in `copy`.
+                let near = |copy: &PackedSquares, r: u32| {
+                    let (first, last) = copy.cols_near((a.x, a.y), r, &self.widths)?;
+                    Some(copy.start_of(first, r)..copy.start_of(last + 1, r))
+                };
+                // Other viewers: each pair once, for both directions,
+                // later in the same row or in the rows below.
+                let same_row = near(viewers, row).map_or(0..0, |run| (i + 1)..run.end.max(i + 1));
+                let below = (row + 1..=bottom).map_while(|r| near(viewers, r));
+                let mut n = 0;
+                for run in core::iter::once(same_row).chain(below) {
+                    n = match MIXED {
+                        true => band(band_scratch, n, viewed, run, &a, |b, d| {
+                            within(d, own) | within(d, band_of(b.radius(), moved))
+                        }),
+                        false => band(band_scratch, n, viewed, run, &a, |_, d| within(d, own)),
+                    };
+                }
+                for &j in &band_scratch[..n] {
+                    let b = &viewed[j as usize];
+                    let d = distances(&a, (ax, ay), b);
+                    let rb = if MIXED { b.radius().pow(2) as u64 } else { ra };
+                    debug_assert_eq!(rb, enter2[b.slot as usize]);
+                    k = record(found, k, (a.slot, b.slot), d, ra);
+                    k = record(found, k, (b.slot, a.slot), d, rb);
+                }
+                // Everyone else around, for this viewer's direction.
+                let Some(others) = self.others else { continue };
+                let other = others.records();
+                let mut n = 0;
+                for run in (top..=bottom).filter_map(|r| near(others, r)) {
+                    n = band(band_scratch, n, other, run, &a, |_, d| within(d, own));
+                }
+                for &j in &band_scratch[..n] {
+                    let d = distances(&a, (ax, ay), &other[j as usize]);
+                    k = record(found, k, (a.slot, other[j as usize].slot), d, ra);
                 }
             }
         }
@@ -561,9 +610,9 @@ impl Pairs<'_> {
     }
 }
 
-/// Appends to `band` (from `n` on) the index of every record of
-/// `records[run]` whose `dist²` from `a` lies within `lo..=hi`; returns
-/// the new count.
+/// Appends to `band` (from `n` on) the index of every record `b` of
+/// `records[run]` for which `near(b, dist²)` holds, its `dist²` from `a`;
+/// returns the new count.
 #[inline(always)]
 fn band(
     band: &mut [u32],
@@ -571,7 +620,7 @@ fn band(
     records: &[ScanRecord],
     run: core::ops::Range<usize>,
     a: &ScanRecord,
-    (lo, hi): (u64, u64),
+    near: impl Fn(&ScanRecord, u64) -> bool,
 ) -> usize {
     let first = run.start as u32;
     for (j, b) in (first..).zip(records.get(run).unwrap_or(&[])) {
@@ -579,17 +628,23 @@ fn band(
         if let Some(at) = band.get_mut(n) {
             *at = j;
         }
-        n += usize::from(d.wrapping_sub(lo) <= hi - lo);
+        n += usize::from(near(b, d));
     }
     n
 }
 
 /// The squared distances a pair's distance must now lie within to have
-/// crossed a radius in `r_min..=r_max` with a move of at most `moved`.
+/// crossed the radius `r` with a move of at most `moved`.
 #[inline(always)]
-fn band_of(r_min: i64, r_max: i64, moved: i64) -> (u64, u64) {
-    let (near, far) = ((r_min - moved).max(0) as u64, (r_max + moved) as u64);
+fn band_of(r: i64, moved: i64) -> (u64, u64) {
+    let (near, far) = ((r - moved).max(0) as u64, (r + moved) as u64);
     (near * near, far * far)
+}
+
+/// Whether `d` lies within `lo..=hi`, without a branch.
+#[inline(always)]
+fn within(d: u64, (lo, hi): (u64, u64)) -> bool {
+    d.wrapping_sub(lo) <= hi - lo
 }
 
 /// At least the length of a step of `x` and `y` on the axes: `max + min
