@@ -47,6 +47,10 @@ pub enum Path {
     SweepDeclined,
     /// [`SweepOutcome::Swept`](crate::plan::SweepOutcome::Swept).
     SweepSwept,
+    /// A swept tick whose few due subjects were grouped by the viewers
+    /// around them, so views the sweep keeps look them up instead of
+    /// being walked for them.
+    SweptDueGrouped,
     /// An unaffected view walked for its due subjects.
     ObserverWalked,
     /// A view edited by its pairs.
@@ -76,7 +80,7 @@ pub enum Path {
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 28] = [
+    pub const ALL: [Path; 29] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -93,6 +97,7 @@ impl Path {
         Path::ViewsStreamed,
         Path::SweepDeclined,
         Path::SweepSwept,
+        Path::SweptDueGrouped,
         Path::ObserverWalked,
         Path::ObserverEdited,
         Path::ObserverEditedCulled,

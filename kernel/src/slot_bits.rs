@@ -53,6 +53,11 @@ impl SlotBits {
         self.words.fill(0);
     }
 
+    /// How many slots are in the set.
+    pub(crate) fn count(&self) -> u32 {
+        self.words.iter().map(|w| w.count_ones()).sum()
+    }
+
     /// The slots in the set, ascending.
     pub(crate) fn ones(&self) -> impl Iterator<Item = u32> + '_ {
         self.words.iter().zip(0u32..).flat_map(|(&word, k)| {

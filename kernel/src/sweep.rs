@@ -21,6 +21,12 @@
 //! is then edited by its few changes instead of rebuilt, with no per-slot
 //! mark set or read.
 //!
+//! Where few subjects are due an Update (the settling of those that
+//! stopped, while the throttle spares the movers), the sweep also pairs
+//! each due subject with the viewers whose radius it lies within, so that
+//! a view it keeps looks its few due subjects up instead of being walked
+//! entry by entry for them.
+//!
 //! An entity that spawned, despawned or jumped (stepped farther than a
 //! square) has no small step to bound: it is left out of the pairs, and
 //! instead every kept view around where it was and where it is tests it
@@ -47,6 +53,7 @@ use crate::rule;
 #[cfg(debug_assertions)]
 use crate::rule::RuleTables;
 use crate::scan::{Candidates, ScanRecord};
+use crate::slot_bits::SlotBits;
 use crate::slot_table::{Gone, SlotTable};
 use crate::squares::{step_within, PackedSquares, Widths, JUMPED};
 use crate::view::Views;
@@ -57,6 +64,11 @@ const NOT_SWEPT: u64 = u64::MAX;
 
 /// The high bit of a change: set when the subject entered.
 pub(crate) const ENTERED: u32 = 1 << 31;
+
+/// Due subjects are grouped by the viewers around them when at most one
+/// entity in this many is due (settling after a stop, say); more, and
+/// walking every view for them costs less.
+const DUE_SHARE: u32 = 8;
 
 /// Changes found per entity before a sweep gives up (the views are then
 /// rebuilt): the uniform walk makes about five per observer, and one in
@@ -74,9 +86,12 @@ pub(crate) struct Sweep {
     enter2: Vec<u64>,
     /// `(observer slot, subject slot | ENTERED)` as found.
     found: Vec<(u32, u32)>,
-    /// The same subjects grouped by observer: `by_observer[at[o]..at[o + 1]]`.
+    /// The same subjects grouped by observer: `by_observer[at[o]..at[o + 1]]`;
+    /// after them, the due subjects around each viewer (see
+    /// [`Sweep::due_of`]), grouped by `due_at` the same way.
     by_observer: Vec<u32>,
     at: Vec<u32>,
+    due_at: Vec<u32>,
     /// One viewer's partners near enough to the radius to test twice: one
     /// buffer for each task the pairs may be split into (see `fork.rs`).
     bands: Vec<Vec<u32>>,
@@ -88,6 +103,9 @@ pub(crate) struct Sweep {
     others: Option<PackedSquares>,
     /// Whether this tick's views are kept by the sweep where it can.
     active: bool,
+    /// Whether this tick's due subjects are grouped by the viewers around
+    /// them.
+    due_active: bool,
 }
 
 impl Sweep {
@@ -110,35 +128,28 @@ impl Sweep {
             found: vec![(0, 0); room + 1],
             by_observer: vec![0; room],
             at: vec![0; n + 1],
+            due_at: vec![0; n + 1],
             bands: vec![vec![0; max_entities + 1]],
             others: viewers
                 .as_ref()
                 .and_then(|_| PackedSquares::new(config, config.max_entities)),
             viewers,
             active: false,
+            due_active: false,
         }
     }
 
-    /// Groups the first `k` changes found by observer (a counting sort
-    /// over the slots) and makes them this tick's.
-    fn group(&mut self, k: usize) {
-        self.at.fill(0);
-        for &(o, _) in &self.found[..k] {
-            self.at[o as usize + 1] += 1;
-        }
-        for s in 1..self.at.len() {
-            self.at[s] += self.at[s - 1];
-        }
-        for &(o, c) in &self.found[..k] {
-            let at = &mut self.at[o as usize];
-            self.by_observer[*at as usize] = c;
-            *at += 1;
-        }
-        // Each `at[o]` now ends its group: shift them back to starts.
-        let last = self.at.len() - 1;
-        self.at.copy_within(..last, 1);
-        self.at[0] = 0;
+    /// Groups the first `k` changes found by observer and makes them this
+    /// tick's; then the `d` due pairs found after them, if any.
+    fn group(&mut self, k: usize, due: Option<usize>) {
+        group_by_observer(&self.found[..k], &mut self.by_observer, &mut self.at, 0);
         self.active = true;
+        self.due_active = false;
+        if let Some(d) = due {
+            let (found, by_observer) = (&self.found[k..k + d], &mut self.by_observer[k..]);
+            group_by_observer(found, by_observer, &mut self.due_at, k as u32);
+            self.due_active = true;
+        }
     }
 
     /// Makes room for the pairs to be split into up to `width` tasks (at
@@ -159,6 +170,7 @@ impl Sweep {
     /// Forgets the tick's changes: views are rebuilt unless swept again.
     pub(crate) fn end_tick(&mut self) {
         self.active = false;
+        self.due_active = false;
     }
 }
 
@@ -177,6 +189,8 @@ pub(crate) struct Scene<'a> {
     pub(crate) max_view: u32,
     /// Live entities.
     pub(crate) count: u32,
+    /// The subjects due an Update this tick, where any is.
+    pub(crate) due: Option<&'a SlotBits>,
 }
 
 /// What applying the sweep's changes to one view writes.
@@ -211,6 +225,26 @@ impl Sweep {
         self.by_observer
             .get(from as usize..to as usize)
             .unwrap_or(&[])
+    }
+
+    /// Whether this tick's due subjects are grouped by viewer.
+    pub(crate) fn due_grouped(&self) -> bool {
+        self.due_active
+    }
+
+    /// Where this tick's due subjects are few (see [`DUE_SHARE`]), those
+    /// within the enter distance of the observer at `slot`, ascending by
+    /// id: every due subject its view can hold, since a view the sweep
+    /// keeps holds nothing beyond it, even where it is rebuilt and culled
+    /// instead. `None` where the view must be walked for them.
+    #[inline]
+    pub(crate) fn due_of(&self, slot: u32) -> Option<&[u32]> {
+        if !(self.due_active && self.keeps(slot)) {
+            return None;
+        }
+        let from = *self.due_at.get(slot as usize)? as usize;
+        let to = *self.due_at.get(slot as usize + 1)? as usize;
+        self.by_observer.get(from..to)
     }
 
     /// Finds every sweepable observer's changes for tick `t` (see the
@@ -321,8 +355,28 @@ impl Sweep {
         if k >= room {
             return false;
         }
-        sweep.group(k);
+        let due = scene.due.and_then(|due| {
+            let limit = scene.count / DUE_SHARE;
+            let around = (viewers, &enter2[..], r_max);
+            due_pairs(&mut sweep.found[k..room], around, due, slots, limit)
+        });
+        sweep.group(k, due);
+        // Each group ascends by slot: by id too where slots are in order.
+        if due.is_some() && !slots.ids.in_order() {
+            sweep.sort_due_by_id(&slots.ids);
+        }
         true
+    }
+
+    /// Sorts each observer's due subjects by id, where slots are not in
+    /// id order.
+    fn sort_due_by_id(&mut self, ids: &crate::slot_ids::SlotIds) {
+        for o in 0..self.due_at.len() - 1 {
+            let (from, to) = (self.due_at[o] as usize, self.due_at[o + 1] as usize);
+            if let Some(group) = self.by_observer.get_mut(from..to) {
+                group.sort_unstable_by_key(|&s| ids.key(s));
+            }
+        }
     }
 
     /// Marks the observers whose views the sweep can keep in tick `t` (see
@@ -652,6 +706,69 @@ fn within(d: u64, (lo, hi): (u64, u64)) -> bool {
 #[inline(always)]
 fn stride(x: u32, y: u32) -> i64 {
     i64::from(x.max(y)) + i64::from(x.min(y) / 2) + 1
+}
+
+/// Groups `pairs` of `(observer slot, subject)` by observer into `out`, a
+/// counting sort over the slots that keeps their order within a group:
+/// afterwards observer `o`'s subjects are `out[at[o] - base..at[o + 1] -
+/// base]`, with `base` the place of `out` in the buffer the groups are
+/// read from.
+fn group_by_observer(pairs: &[(u32, u32)], out: &mut [u32], at: &mut [u32], base: u32) {
+    at.fill(0);
+    for &(o, _) in pairs {
+        at[o as usize + 1] += 1;
+    }
+    at[0] = base;
+    for s in 1..at.len() {
+        at[s] += at[s - 1];
+    }
+    for &(o, c) in pairs {
+        let at = &mut at[o as usize];
+        out[(*at - base) as usize] = c;
+        *at += 1;
+    }
+    // Each `at[o]` now ends its group: shift them back to starts.
+    let last = at.len() - 1;
+    at.copy_within(..last, 1);
+    at[0] = base;
+}
+
+/// Records in `found` a pair `(viewer slot, subject)` for every due
+/// subject and every viewer of `near` (the viewers' copy, their enter
+/// distances² and the largest radius) whose enter distance it lies within
+/// now, in ascending order of the subjects' slots. Returns how many, or
+/// `None` where more than `limit` subjects are due or their pairs outgrow
+/// `found`.
+fn due_pairs(
+    found: &mut [(u32, u32)],
+    (viewers, enter2, r_max): (&PackedSquares, &[u64], i64),
+    due: &SlotBits,
+    slots: &SlotTable,
+    limit: u32,
+) -> Option<usize> {
+    if due.count() > limit {
+        return None;
+    }
+    let room = found.len();
+    let mut d = 0usize;
+    for s in due.ones() {
+        if d >= room {
+            return None;
+        }
+        let pos = slots.entities[s as usize].cur.pos;
+        let (x, y) = (pos.x.to_bits(), pos.y.to_bits());
+        for run in viewers.runs(x, y, r_max) {
+            for v in run {
+                // Within a square of the reach: 64-bit squares.
+                let inside = square(v.x - x, v.y - y) <= enter2[v.slot as usize];
+                if let Some(at) = found.get_mut(d) {
+                    *at = (v.slot, s);
+                }
+                d += usize::from(inside & (v.slot != s));
+            }
+        }
+    }
+    (d < room).then_some(d)
 }
 
 /// Records the changes that a subject which jumped, spawned or despawned

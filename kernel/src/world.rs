@@ -1282,6 +1282,7 @@ impl World {
                 common_layers: self.common_layers,
                 max_view: self.config.max_view,
                 count: self.count,
+                due: self.any_due.then_some(&self.due),
             };
             let swept = match &self.squares {
                 Some(squares) => self.sweep.find_changes(squares, &scene, (largest, t), fork),
@@ -1289,6 +1290,9 @@ impl World {
             };
             if swept {
                 self.plan.sweep = SweepOutcome::Swept;
+                if self.sweep.due_grouped() {
+                    self.hit(Path::SweptDueGrouped);
+                }
             }
         }
         match self.plan.sweep {
@@ -1531,7 +1535,9 @@ impl World {
     /// Walks an observer's view for its subjects due an update and sends
     /// their Updates, in view (that is, id) order; the subjects at the
     /// slots `entered`, ascending by id, just entered the view and get no
-    /// Update. Returns the event count.
+    /// Update. Where the sweep grouped the few due subjects around a view
+    /// it keeps ([`Sweep::due_of`]), each of them is looked up in the view
+    /// instead. Returns the event count.
     pub(super) fn send_updates<S: EventSink>(
         &self,
         slot: u32,
@@ -1542,7 +1548,20 @@ impl World {
         let mut events = 0;
         // The entered are in the view, in its order: each is met in turn.
         let mut entered = entered.peekable();
-        for &s in self.views.slots(self.slots.entities[slot as usize].view) {
+        let view = self.views.slots(self.slots.entities[slot as usize].view);
+        if let Some(due) = self.sweep.due_of(slot) {
+            // Few are due: look each one up rather than walk the view.
+            let ids = &self.slots.ids;
+            for &s in due {
+                while entered.next_if(|&e| ids.key(e) < ids.key(s)).is_some() {}
+                if entered.next_if_eq(&s).is_none() && ids.search(view, s).is_ok() {
+                    sink.event(self.update(observer, ids.id(s), s));
+                    events += 1;
+                }
+            }
+            return events;
+        }
+        for &s in view {
             if entered.next_if_eq(&s).is_some() {
                 continue;
             }

@@ -968,6 +968,18 @@ pub fn walkers(seed: u64, ticks: usize, max_view: u32) -> Scenario {
     Scenario { config, ticks: out }
 }
 
+/// [`walkers`] with the throttle of the benchmark's comparable row: a
+/// step is never due, only the settling Update of one that stands still
+/// after moving (one in twenty a tick), so the few due subjects are
+/// looked up in the views the sweep keeps rather than walked for.
+pub fn walkers_settling(seed: u64, ticks: usize, max_view: u32) -> Scenario {
+    let mut s = walkers(seed, ticks, max_view);
+    s.config.update_interval = u64::MAX;
+    s.config.move_epsilon = Fix::MAX;
+    s.config.dir_epsilon = 32768;
+    s
+}
+
 /// A swarm: every entity an observer in one small spot, and most of them
 /// stepping every tick but fewer than all, so each tick makes more
 /// observer–subject events than the kernel keeps room for per entity and it

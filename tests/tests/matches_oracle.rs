@@ -264,6 +264,11 @@ fn walking_worlds_match_oracle() {
     for (seed, max_view) in [(41, 256), (42, 30), (43, 12), (44, 256)] {
         let s = gen::walkers(seed, 40, max_view);
         agrees(&s, format_args!("seed {seed}, max_view {max_view}"));
+        let s = gen::walkers_settling(seed, 40, max_view);
+        agrees(
+            &s,
+            format_args!("settling, seed {seed}, max_view {max_view}"),
+        );
     }
 }
 

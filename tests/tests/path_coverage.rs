@@ -110,6 +110,51 @@ fn swept_view_overfills() -> gen::Scenario {
     }
 }
 
+/// The sweep's tick with the throttle of the benchmark's comparable row,
+/// where a view the sweep keeps overfills while a subject within its
+/// radius is due: 5 stood still after a step, so it is due its settling
+/// Update, and 1 steps towards 4 and 5 at once. 1's view is rebuilt and
+/// culled to 2, 3 and 4, the nearest, so 5, though due and within 1's
+/// radius, must get no Update there.
+fn swept_view_overfills_while_due() -> gen::Scenario {
+    let config = Config {
+        visibility: Visibility::Radius,
+        width_cells: 16,
+        height_cells: 16,
+        max_entities: 320,
+        max_observers: 320,
+        max_view: 3,
+        update_interval: u64::MAX,
+        move_epsilon: Fix::MAX,
+        dir_epsilon: 32768,
+        ..Config::default()
+    };
+    let far = |i: i32| (100 + 300 * (i % 5), 100 + 300 * (i / 5));
+    let mut ticks = vec![vec![
+        observer(1, 800, 800),
+        observer(2, 760, 800),
+        observer(3, 840, 800),
+        observer(4, 800, 903),
+        observer(5, 803, 904),
+    ]];
+    ticks[0].extend((0..15).map(|i| observer(10 + i as u64, far(i).0, far(i).1)));
+    for t in 1..=2 {
+        let mut commands = vec![
+            step(1, 801, if t == 1 { 800 } else { 804 }),
+            step(2, 760 + t, 800),
+            step(3, 840 + t, 800),
+            step(4, 800 + t, 903),
+        ];
+        // 5 steps once, then stands: due the tick after.
+        if t == 1 {
+            commands.push(step(5, 803, 903));
+        }
+        commands.extend((0..15).map(|i| step(10 + i as u64, far(i).0 + t, far(i).1)));
+        ticks.push(commands);
+    }
+    gen::Scenario { config, ticks }
+}
+
 /// A dense walk in radius mode with hysteresis (so the sweep cannot run)
 /// where a tenth of the entities never move after the first step: most
 /// subjects change, not quite as many as there are observers, so they
@@ -154,9 +199,13 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
     }
     for (seed, max_view) in [(41, 256), (43, 12)] {
         checked(&mut total, &gen::walkers(seed, 30, max_view), "walkers");
+        let s = gen::walkers_settling(seed, 30, max_view);
+        checked(&mut total, &s, "walkers settling");
     }
     checked(&mut total, &slot_taken_over(), "slot taken over");
     checked(&mut total, &swept_view_overfills(), "swept view overfills");
+    let s = swept_view_overfills_while_due();
+    checked(&mut total, &s, "swept view overfills while due");
     checked(&mut total, &pairs_overflow(), "pairs overflow");
     let missing: Vec<Path> = total.missing().collect();
     assert!(

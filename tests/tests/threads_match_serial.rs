@@ -139,6 +139,10 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
             format!("walkers {seed}/{max_view}"),
             gen::walkers(seed, 30, max_view),
         ));
+        all.push((
+            format!("walkers settling {seed}/{max_view}"),
+            gen::walkers_settling(seed, 30, max_view),
+        ));
     }
     for seed in [31, 32] {
         all.push((
