@@ -60,21 +60,26 @@ fn slot_taken_over() -> gen::Scenario {
     }
 }
 
+/// A radius-mode world of 16 × 16 cells whose views hold 3 subjects,
+/// with room enough for it to be sorted into squares.
+fn small_views() -> Config {
+    Config {
+        visibility: Visibility::Radius,
+        width_cells: 16,
+        height_cells: 16,
+        max_entities: 320,
+        max_observers: 320,
+        max_view: 3,
+        ..Config::default()
+    }
+}
+
 /// Radius mode without hysteresis, every entity an observer stepping a
 /// little (the sweep's tick), and two subjects stepping into a view one
 /// short of `max_view`: the sweep holds its changes, but applying them
 /// would overfill the view, which is rebuilt (and culled) instead.
 fn swept_view_overfills() -> gen::Scenario {
-    let config = Config {
-        visibility: Visibility::Radius,
-        width_cells: 16,
-        height_cells: 16,
-        // Room enough for the world to be sorted into squares.
-        max_entities: 320,
-        max_observers: 320,
-        max_view: 3,
-        ..Config::default()
-    };
+    let config = small_views();
     let mut first = vec![
         observer(1, 800, 800),
         observer(2, 760, 800),
@@ -118,16 +123,10 @@ fn swept_view_overfills() -> gen::Scenario {
 /// radius, must get no Update there.
 fn swept_view_overfills_while_due() -> gen::Scenario {
     let config = Config {
-        visibility: Visibility::Radius,
-        width_cells: 16,
-        height_cells: 16,
-        max_entities: 320,
-        max_observers: 320,
-        max_view: 3,
         update_interval: u64::MAX,
         move_epsilon: Fix::MAX,
         dir_epsilon: 32768,
-        ..Config::default()
+        ..small_views()
     };
     let far = |i: i32| (100 + 300 * (i % 5), 100 + 300 * (i / 5));
     let mut ticks = vec![vec![
