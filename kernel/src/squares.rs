@@ -411,6 +411,51 @@ mod tests {
         (squares, points)
     }
 
+    /// The disc's half-widths are never narrower than the disc: every
+    /// distance on y within the reach has one, with `half² ≥ reach² −
+    /// dy²`, also at reaches that are no power of two.
+    #[test]
+    fn widths_never_narrow_the_disc() {
+        for reach in [0i64, 1, 7, 100, 4097, 65_536 * 115 + 3, (1 << 31) - 1] {
+            let widths = Widths::new(reach);
+            let step = (reach / 997).max(1);
+            for dy in (0..=reach + 2 * step).step_by(step as usize) {
+                let half = widths.half_width(dy);
+                // Beyond the reach a width, if any, only widens a run.
+                if let Ok(left) = u64::try_from(reach * reach - dy * dy) {
+                    let w = half.expect("a distance within reach has a width") as u64;
+                    assert!(w * w >= left, "reach {reach}, dy {dy}: {w}");
+                }
+            }
+        }
+    }
+
+    /// Every record within the reach of a point lies in the columns
+    /// `cols_near` gives for its row, checked against every record.
+    #[test]
+    fn cols_near_hold_every_record_of_the_disc() {
+        let (squares, points) = spread(2000);
+        let (cols, rows) = squares.dims();
+        let unit = 1i64 << 16;
+        for k in 0..100u64 {
+            let (x, y) = points[(mix64(k + 7) % 2000) as usize];
+            let reach = (20 + (mix64(k + 3) % 200) as i64) * unit + (mix64(k) % 999) as i64;
+            let widths = Widths::new(reach);
+            for row in 0..rows {
+                let near = squares.cols_near((x, y), row, &widths);
+                for col in 0..cols {
+                    let inside = near.is_some_and(|(first, last)| (first..=last).contains(&col));
+                    let run = squares.start_of(col, row)..squares.start_of(col + 1, row);
+                    for &r in &squares.records()[run] {
+                        let (px, py) = points[r as usize];
+                        let d2 = (px - x).pow(2) + (py - y).pow(2);
+                        assert!(inside || d2 > reach * reach, "record {r} missed");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn records_end_at_the_last_one_after_a_smaller_rebuild() {
         let (mut squares, points) = spread(2000);
