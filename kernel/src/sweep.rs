@@ -344,7 +344,7 @@ impl Sweep {
             enter2,
             dims: (cols, rows),
             span,
-            radii: (r_min, r_max),
+            radius: r_min,
             mixed,
             other_step,
             widths: Widths::new(reach),
@@ -488,8 +488,8 @@ impl Sweep {
 /// What every task of the sweep's pairs reads: the viewers' copy (and
 /// everyone else's, where not every entity is a viewer), their enter
 /// distances², the squares' columns and rows, how many squares away a
-/// pair may be (the reach), the least and greatest radius, whether radii
-/// differ (the viewers' records then carry their own, see
+/// pair may be (the reach), the viewers' one radius unless radii differ
+/// (the viewers' records then carry their own, see
 /// [`ScanRecord::with_radius`]), the bound on the other end's step, and
 /// the disc of the reach row by row.
 struct Pairs<'a> {
@@ -498,7 +498,7 @@ struct Pairs<'a> {
     enter2: &'a [u64],
     dims: (u32, u32),
     span: u32,
-    radii: (i64, i64),
+    radius: i64,
     mixed: bool,
     other_step: i64,
     widths: Widths,
@@ -600,7 +600,6 @@ impl Pairs<'_> {
     ) -> Option<usize> {
         let (viewers, enter2, span) = (self.viewers, self.enter2, self.span);
         let (cols, all_rows) = self.dims;
-        let (r_min, _) = self.radii;
         let room = found.len().checked_sub(1)?;
         let mut k = 0usize;
         let viewed = viewers.records();
@@ -616,7 +615,7 @@ impl Pairs<'_> {
                 }
                 let a = viewed[i];
                 let ra = enter2[a.slot as usize];
-                let r_a = if MIXED { a.radius() } else { r_min };
+                let r_a = if MIXED { a.radius() } else { self.radius };
                 debug_assert_eq!(Some(ra), r_a.checked_mul(r_a).map(|r2| r2 as u64));
                 let moved = stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + self.other_step;
                 let own = band_of(r_a, moved);
