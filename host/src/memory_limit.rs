@@ -136,7 +136,8 @@ impl fmt::Display for TooMuchMemory {
             None => write!(
                 f,
                 "the world would reserve about {} ({} bytes), more than the memory limit of {}; \
-                 lower max_entities, max_observers or max_view, or set the limit with --max-memory",
+                 lower max_entities, max_observers or max_view, bound max_visible, or set the \
+                 limit with --max-memory",
                 Size(self.needed),
                 self.needed,
                 self.limit

@@ -47,6 +47,15 @@ pub struct Config {
     pub max_observers: u32,
     /// Most subjects one observer sees; nearer subjects win.
     pub max_view: u32,
+    /// Most view entries all observers hold together: the (observer,
+    /// subject) pairs visible at once. `None` bounds them only by the
+    /// views themselves, `max_observers × min(max_view, max_entities)`,
+    /// and the world reserves that many. A smaller bound is what the
+    /// world reserves instead; when a tick's views would need more, each
+    /// observer, in ascending id, keeps at most what is left once every
+    /// other observer's view is counted (the crate docs, "Visible
+    /// pairs").
+    pub max_visible: Option<u32>,
 }
 
 impl Default for Config {
@@ -65,6 +74,7 @@ impl Default for Config {
             max_entities: 4096,
             max_observers: 4096,
             max_view: 1024,
+            max_visible: None,
         }
     }
 }
@@ -75,7 +85,8 @@ pub const MAX_CELLS: u64 = 1 << 24;
 /// Largest `max_entities` (bounds construction-time memory).
 pub const MAX_ENTITIES: u32 = 1 << 22;
 
-/// Largest `max_observers × max_view`: view slots reserved at construction.
+/// Largest `max_observers × max_view`, or `max_visible`: view slots
+/// reserved at construction.
 pub const MAX_VIEW_SLOTS: u64 = 1 << 27;
 
 /// Largest radius, hysteresis, cell size and world extent, in raw units.
@@ -105,8 +116,11 @@ pub enum ConfigError {
     MaxEntities,
     /// `max_observers` is above `max_entities`.
     MaxObservers,
-    /// `max_observers × max_view` is above [`MAX_VIEW_SLOTS`].
+    /// `max_observers × max_view` is above [`MAX_VIEW_SLOTS`] and
+    /// `max_visible` does not bound it.
     MaxView,
+    /// `max_visible` is above [`MAX_VIEW_SLOTS`].
+    MaxVisible,
 }
 
 impl core::fmt::Display for ConfigError {
@@ -121,7 +135,10 @@ impl core::fmt::Display for ConfigError {
             ConfigError::MoveEpsilon => "move_epsilon must not be negative",
             ConfigError::MaxEntities => "max_entities must be in 1..=2^22",
             ConfigError::MaxObservers => "max_observers must not exceed max_entities",
-            ConfigError::MaxView => "max_observers * max_view must be at most 2^27",
+            ConfigError::MaxView => {
+                "max_observers * max_view must be at most 2^27, unless max_visible bounds it"
+            }
+            ConfigError::MaxVisible => "max_visible must be at most 2^27",
         })
     }
 }
@@ -163,10 +180,31 @@ impl Config {
         if self.max_observers > self.max_entities {
             return Err(ConfigError::MaxObservers);
         }
-        if u64::from(self.max_observers) * u64::from(self.max_view) > MAX_VIEW_SLOTS {
-            return Err(ConfigError::MaxView);
+        match self.max_visible {
+            Some(n) if u64::from(n) > MAX_VIEW_SLOTS => return Err(ConfigError::MaxVisible),
+            Some(_) => {}
+            None if u64::from(self.max_observers) * u64::from(self.max_view) > MAX_VIEW_SLOTS => {
+                return Err(ConfigError::MaxView)
+            }
+            None => {}
         }
         Ok(())
+    }
+
+    /// The most subjects a view can hold: `max_view`, and never more than
+    /// the other entities.
+    pub(crate) fn view_room(&self) -> u32 {
+        self.max_view.min(self.max_entities)
+    }
+
+    /// How many view entries the world keeps room for:
+    /// `max_observers × min(max_view, max_entities)`, or `max_visible`
+    /// where that is smaller.
+    pub fn visible_room(&self) -> u32 {
+        let all = u64::from(self.max_observers) * u64::from(self.view_room());
+        let bound = self.max_visible.map_or(all, u64::from);
+        // Validation bounds one of the two by 2^27; saturate otherwise.
+        u32::try_from(all.min(bound)).unwrap_or(u32::MAX)
     }
 
     /// The cell of a position on both axes, `floor((p - origin) / cell_size)`,
@@ -255,6 +293,41 @@ mod tests {
     #[test]
     fn default_config_is_valid() {
         assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn max_visible_bounds_what_the_views_reserve() {
+        // 2^22 observers of 1024 would reserve 2^32 entries; bounded, they may.
+        let big = Config {
+            max_entities: MAX_ENTITIES,
+            max_observers: MAX_ENTITIES,
+            ..Config::default()
+        };
+        assert_eq!(big.validate(), Err(ConfigError::MaxView));
+        let bounded = Config {
+            max_visible: Some(1 << 27),
+            ..big
+        };
+        assert_eq!(bounded.validate(), Ok(()));
+        assert_eq!(bounded.visible_room(), 1 << 27);
+        let past = Config {
+            max_visible: Some((1 << 27) + 1),
+            ..big
+        };
+        assert_eq!(past.validate(), Err(ConfigError::MaxVisible));
+        // A bound above what the views could hold changes nothing.
+        let loose = Config {
+            max_visible: Some(u32::MAX),
+            ..Config::default()
+        };
+        assert_eq!(loose.validate(), Err(ConfigError::MaxVisible));
+        let d = Config::default();
+        assert_eq!(d.visible_room(), d.max_observers * d.max_view);
+        let above = Config {
+            max_visible: Some(d.max_observers * d.max_view + 1),
+            ..d
+        };
+        assert_eq!(above.visible_room(), d.visible_room());
     }
 
     #[test]

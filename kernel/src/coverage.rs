@@ -76,11 +76,17 @@ pub enum Path {
     MarginKept,
     /// Slots and views renumbered in id order at the end of a tick.
     Renumbered,
+    /// A view that could outgrow the room `max_visible` leaves it,
+    /// rebuilt within that room.
+    ObserverWithinRoom,
+    /// A tick after one that cut a view below `max_view` to its room:
+    /// every view rebuilt.
+    RecheckedAfterCut,
 }
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 29] = [
+    pub const ALL: [Path; 31] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -110,6 +116,8 @@ impl Path {
         Path::CrowdGuessMissed,
         Path::MarginKept,
         Path::Renumbered,
+        Path::ObserverWithinRoom,
+        Path::RecheckedAfterCut,
     ];
 }
 

@@ -177,10 +177,11 @@ pub(crate) fn entity_term(
 /// The config hash: `H("lgconfig"; origin x, origin y, cell_size,
 /// width_cells, height_cells, visibility (grid 0, radius 1), hysteresis,
 /// update_interval, move_epsilon, dir_epsilon, max_entities,
-/// max_observers, max_view)`.
+/// max_observers, max_view)`, with `max_visible` as a last word where it
+/// is set (so that worlds without it keep the digests they had).
 pub(crate) fn config_hash(c: &Config) -> u64 {
-    WordHasher::new(DOMAIN_CONFIG)
-        .word(c.origin.x.to_bits() as u64)
+    let mut h = WordHasher::new(DOMAIN_CONFIG);
+    h.word(c.origin.x.to_bits() as u64)
         .word(c.origin.y.to_bits() as u64)
         .word(c.cell_size.to_bits() as u64)
         .word(u64::from(c.width_cells))
@@ -195,8 +196,11 @@ pub(crate) fn config_hash(c: &Config) -> u64 {
         .word(u64::from(c.dir_epsilon))
         .word(u64::from(c.max_entities))
         .word(u64::from(c.max_observers))
-        .word(u64::from(c.max_view))
-        .finish()
+        .word(u64::from(c.max_view));
+    if let Some(n) = c.max_visible {
+        h.word(u64::from(n));
+    }
+    h.finish()
 }
 
 /// The hashes of one observer's (observer, subject) view pairs. Its own

@@ -168,6 +168,8 @@ pub(crate) struct Grid {
     observers: Lists,
     /// Observers per cell.
     observer_counts: Vec<u32>,
+    /// Entities per cell.
+    member_counts: Vec<u32>,
 }
 
 /// An inclusive rectangle of cells, already clamped to the grid.
@@ -233,6 +235,7 @@ impl Grid {
             all: MemberLists::new(cells, slots as usize),
             observers: Lists::new(cells, slots as usize),
             observer_counts: vec![0; cells],
+            member_counts: vec![0; cells],
         }
     }
 
@@ -270,6 +273,7 @@ impl Grid {
             next: NIL,
         };
         self.all.insert(cell, slot, member);
+        self.member_counts[cell as usize] += 1;
         if observer {
             self.observers.insert(cell, slot);
             self.observer_counts[cell as usize] += 1;
@@ -278,6 +282,7 @@ impl Grid {
 
     pub(crate) fn remove(&mut self, cell: u32, slot: u32, observer: bool) {
         self.all.remove(cell, slot);
+        self.member_counts[cell as usize] -= 1;
         if observer {
             self.observers.remove(cell, slot);
             self.observer_counts[cell as usize] -= 1;
@@ -333,6 +338,14 @@ impl Grid {
         cells
             .cells()
             .map(|c| u64::from(self.observer_counts[c as usize]))
+            .sum()
+    }
+
+    /// How many entities stand in `cells`.
+    pub(crate) fn members_counted(&self, cells: CellRect) -> u64 {
+        cells
+            .cells()
+            .map(|c| u64::from(self.member_counts[c as usize]))
             .sum()
     }
 

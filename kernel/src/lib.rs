@@ -59,6 +59,26 @@
 //! **Order**: rejections first, in input order; then events sorted by
 //! `(observer id, Leave < Enter < Update, subject id)`.
 //!
+//! # Visible pairs
+//!
+//! Every capacity is fixed when the world is built, views included: by
+//! default each observer has room for `max_view` subjects, and the world
+//! reserves that much for every one of `max_observers`, however few they
+//! see. [`Config::max_visible`] bounds instead the entries all views hold
+//! together (the (observer, subject) pairs visible at once), and the world
+//! reserves only that. A tick whose views would need more cuts them, the
+//! same way on every machine: observers are taken in ascending id, and
+//! each keeps the nearest of its candidates (by `(dist², id)`, as a crowd
+//! is culled), at most `max_view` and at most what is left of
+//! `max_visible` once the other views are counted: the new views of the
+//! observers before it and, of those after it, their views as they were
+//! at the end of the last tick. So a view never holds fewer than it did
+//! because another grew (the room counts what each view held), a
+//! crowd that forms is seen less fully by the observers that come last,
+//! and a view cut short grows again, in id order, as room comes free.
+//! "Was visible" for hysteresis is the view as it was cut. Without
+//! `max_visible`, or with one no tick reaches, nothing changes.
+//!
 //! # Threads
 //!
 //! The kernel spawns no thread. A host lends its own through the [`Fork`]
@@ -129,7 +149,8 @@
 //! * config hash: `H("lgconfig"; origin x, origin y, cell_size, width_cells,
 //!   height_cells, visibility (grid 0, radius 1), hysteresis,
 //!   update_interval, move_epsilon, dir_epsilon, max_entities,
-//!   max_observers, max_view)`.
+//!   max_observers, max_view)`, and `max_visible` as a last word where it
+//!   is set.
 //! * digest: `H("lgtick"; tick, config hash, entity count, Σ entity terms,
 //!   pair count, Σ view terms)`.
 //!

@@ -16,6 +16,11 @@
 //!
 //! Like the cut-off guesses, margins are no part of the state: views come
 //! out the same with or without them, and a restored world starts without.
+//! So their room can be shared: a margin is kept only around a full view,
+//! and the views hold at most `max_visible` entries together, so there
+//! is room for as many margins as `max_visible / max_view` full views; a
+//! view that finds none free (a tick's new crowds before the old ones are
+//! rebuilt) keeps none and is ranked again when next affected.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -93,9 +98,14 @@ struct Entry {
 
 /// Per view, its margin while it has one. Room is fixed at construction.
 pub(crate) struct Margins {
-    heads: Vec<Option<Head>>,
-    /// `WIDTH` entries per view, the first `len` in use.
+    /// Per view: the room its margin is in, or [`NO_ROOM`].
+    rooms: Vec<u32>,
+    /// Per room: the head of the margin in it.
+    heads: Vec<Head>,
+    /// `WIDTH` entries per room, the first `len` in use.
     entries: Vec<Entry>,
+    /// Rooms no view holds.
+    free: Vec<u32>,
     /// The margin being updated, with room for every entity moving into it.
     open: Option<Head>,
     scratch: Vec<Entry>,
@@ -113,8 +123,20 @@ const WIDTH: usize = 2 * SIDE;
 /// margin's, and a full list refuses one more rather than grow.
 pub(crate) type Listed = heapless::Vec<(Key, u32), WIDTH>;
 
-// The memory per observer the crate docs and `Config` state: 432 bytes.
-const _: () = assert!(WIDTH * size_of::<Entry>() + size_of::<Option<Head>>() == 432);
+/// A view without a margin.
+const NO_ROOM: u32 = u32::MAX;
+
+// The memory per margin `reserved.rs` counts: 428 bytes.
+const _: () = assert!(WIDTH * size_of::<Entry>() + size_of::<Head>() + 4 == 428);
+
+const NO_HEAD: Head = Head {
+    bounds: Bounds {
+        lo: Key { dist2: 0, id: 0 },
+        hi: Key { dist2: 0, id: 0 },
+    },
+    core: 0,
+    len: 0,
+};
 
 const EMPTY: Entry = Entry {
     key: Key { dist2: 0, id: 0 },
@@ -124,10 +146,15 @@ const EMPTY: Entry = Entry {
 };
 
 impl Margins {
-    pub(crate) fn new(views: u32, max_entities: u32) -> Self {
+    /// Margins for `views` views, room for `rooms` of them at once.
+    pub(crate) fn new(views: u32, rooms: u32, max_entities: u32) -> Self {
+        let rooms = rooms.min(views);
         Margins {
-            heads: vec![None; views as usize],
-            entries: vec![EMPTY; views as usize * WIDTH],
+            rooms: vec![NO_ROOM; views as usize],
+            heads: vec![NO_HEAD; rooms as usize],
+            entries: vec![EMPTY; rooms as usize * WIDTH],
+            // Popped from the back: low rooms first.
+            free: (0..rooms).rev().collect(),
             open: None,
             scratch: Vec::with_capacity(WIDTH + max_entities as usize),
             quota: 0,
@@ -137,7 +164,12 @@ impl Margins {
 
     /// The bounds of `view`'s margin, if it has one.
     pub(crate) fn bounds(&self, view: u32) -> Option<Bounds> {
-        self.heads.get(view as usize)?.map(|h| h.bounds)
+        Some(self.head(view)?.bounds)
+    }
+
+    fn head(&self, view: u32) -> Option<Head> {
+        let room = *self.rooms.get(view as usize)?;
+        self.heads.get(room as usize).copied()
     }
 
     /// Whether any view has a margin.
@@ -149,11 +181,36 @@ impl Margins {
         self.put(view, None);
     }
 
+    /// Gives `view` the margin `new` (its entries written already by
+    /// [`Margins::room`]), or takes its margin and room away.
     fn put(&mut self, view: u32, new: Option<Head>) {
-        if let Some(head) = self.heads.get_mut(view as usize) {
-            self.live = self.live + u32::from(new.is_some()) - u32::from(head.is_some());
-            *head = new;
+        let Some(room) = self.rooms.get_mut(view as usize) else {
+            return;
+        };
+        match new {
+            Some(head) => {
+                if let Some(at) = self.heads.get_mut(*room as usize) {
+                    *at = head;
+                }
+            }
+            None if *room != NO_ROOM => {
+                self.free.push(*room);
+                *room = NO_ROOM;
+                self.live -= 1;
+            }
+            None => {}
         }
+    }
+
+    /// Where the entries of `view`'s room start, giving it a room if it
+    /// has none; `None` when every room is taken.
+    fn room(&mut self, view: u32) -> Option<usize> {
+        let room = self.rooms.get_mut(view as usize)?;
+        if *room == NO_ROOM {
+            *room = self.free.pop()?;
+            self.live += 1;
+        }
+        Some(*room as usize * WIDTH)
     }
 
     /// Sets `view`'s margin: `core` candidates below the first of `listed`
@@ -175,9 +232,10 @@ impl Margins {
         ) else {
             return;
         };
-        let Some(out) = entries_of(&mut self.entries, view) else {
+        let Some(at) = self.room(view) else {
             return;
         };
+        let out = &mut self.entries[at..at + WIDTH];
         for (k, (at, &(key, slot))) in out.iter_mut().zip(listed).enumerate() {
             *at = Entry {
                 key,
@@ -197,11 +255,11 @@ impl Margins {
     /// Opens `view`'s margin for this tick's moves; `false` if it has none.
     pub(crate) fn begin(&mut self, view: u32) -> bool {
         self.scratch.clear();
-        self.open = self.heads.get(view as usize).copied().flatten();
+        self.open = self.head(view);
         let Some(head) = self.open else {
             return false;
         };
-        let (at, _) = room_of(view);
+        let at = self.rooms[view as usize] as usize * WIDTH;
         let listed = self.entries.get(at..at + head.len as usize).unwrap_or(&[]);
         self.scratch.extend_from_slice(listed);
         true
@@ -288,11 +346,9 @@ impl Margins {
     pub(crate) fn renumber(&mut self, r: &Permutation) {
         self.open = None;
         self.scratch.clear();
-        for (view, head) in (0..).zip(&self.heads) {
-            let (Some(head), Some(entries)) = (head, entries_of(&mut self.entries, view)) else {
-                continue;
-            };
-            for e in entries.iter_mut().take(head.len as usize) {
+        for &room in self.rooms.iter().filter(|&&room| room != NO_ROOM) {
+            let (room, len) = (room as usize, self.heads[room as usize].len as usize);
+            for e in &mut self.entries[room * WIDTH..room * WIDTH + len] {
                 e.slot = r.to(e.slot);
             }
         }
@@ -300,14 +356,11 @@ impl Margins {
 
     /// Moves every view's margin to the view's new number.
     pub(crate) fn renumber_views(&mut self, r: &mut Permutation) {
-        // With no margin anywhere, every head is `None` and no entry is
-        // read before it is written again: nothing needs moving, where the
-        // entries alone take 400 bytes per view.
+        // Rooms stay where they are: only which view holds each moves.
         if !self.any() {
             return;
         }
-        r.permute(&mut self.heads);
-        r.permute(self.entries.as_chunks_mut::<WIDTH>().0);
+        r.permute(&mut self.rooms);
     }
 
     /// Stores the settled margin as `view`'s. Where more moved into it than
@@ -323,9 +376,10 @@ impl Margins {
             }
         }
         let len = self.scratch.len();
-        let Some(out) = entries_of(&mut self.entries, view) else {
+        let Some(at) = self.room(view) else {
             return;
         };
+        let out = &mut self.entries[at..at + WIDTH];
         for (k, (at, e)) in out.iter_mut().zip(&self.scratch).enumerate() {
             *at = Entry {
                 was: k < quota,
@@ -336,18 +390,6 @@ impl Margins {
         let len = len as u32;
         self.put(view, Some(Head { len, ..head }));
     }
-}
-
-/// Where the room of `view` starts and ends in [`Margins::entries`].
-fn room_of(view: u32) -> (usize, usize) {
-    let at = view as usize * WIDTH;
-    (at, at + WIDTH)
-}
-
-/// The room of `view` in [`Margins::entries`].
-fn entries_of(entries: &mut [Entry], view: u32) -> Option<&mut [Entry]> {
-    let (at, end) = room_of(view);
-    entries.get_mut(at..end)
 }
 
 #[cfg(test)]
@@ -373,7 +415,7 @@ mod tests {
 
     #[test]
     fn moves_trade_places_until_the_margin_runs_out() {
-        let mut m = Margins::new(1, 16);
+        let mut m = Margins::new(1, 1, 16);
         // Core of 2; margin keys 10, 11, 12, 13 in slots 0..4; 2 of them
         // kept, so max_view = 4.
         let listed: Vec<_> = (0..4).map(|s| (key(10 + u64::from(s), 0), s)).collect();
@@ -451,7 +493,7 @@ mod tests {
             rng % below
         };
         let mut keys: Vec<Option<Key>> = (0..N as u64).map(|s| Some(key(next(40), s))).collect();
-        let mut m = Margins::new(1, N as u32);
+        let mut m = Margins::new(1, 1, N as u32);
         let mut kept = rank(&mut m, &keys, MAX_VIEW);
         let (mut settled, mut ranked) = (0, 0);
         for _ in 0..4000 {

@@ -12,10 +12,10 @@ const PER_SLOT_SWEEP: u64 = 400;
 /// Bytes per view entry: two halves of 4-byte entries.
 const PER_VIEW_ENTRY: u64 = 8;
 /// Bytes per observer besides its view: its id list entries, cut-off
-/// guess and renumbering.
-const PER_OBSERVER: u64 = 200;
-/// Bytes of the margin an observer's view keeps while culled.
-const PER_MARGIN: u64 = 432;
+/// guess, renumbering and the place of its margin.
+const PER_OBSERVER: u64 = 204;
+/// Bytes of the room for one margin, which a full view keeps while culled.
+const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.
 const PER_CELL: u64 = 16;
 /// What a world holds whatever its size.
@@ -31,15 +31,17 @@ impl Config {
     ///
     /// It follows the capacities [`World::new`](crate::World::new) sizes
     /// its buffers by: `max_entities` and an eighth more slots, views of
-    /// `min(max_view, max_entities)` entries per observer, a margin per
-    /// observer where views can be culled at all, the cells, and the
-    /// radius sweep where it can run.
+    /// `min(max_view, max_entities)` entries per observer or `max_visible`
+    /// entries in all ([`Config::visible_room`]), a margin for each view
+    /// that room can fill where views can be culled at all, the cells, and
+    /// the radius sweep where it can run.
     pub fn reserved_bytes(&self) -> u64 {
         let entities = u64::from(self.max_entities);
         let spare = (entities / 8).min(u64::from(MAX_ENTITIES).saturating_sub(entities));
         let slots = entities + spare;
         let observers = u64::from(self.max_observers);
         let view = u64::from(self.max_view).min(entities);
+        let visible = u64::from(self.visible_room());
         let cells = u64::from(self.width_cells).saturating_mul(u64::from(self.height_cells));
         let culled = view + 1 < entities;
         let sweep = self.visibility == Visibility::Radius
@@ -47,15 +49,15 @@ impl Config {
             && 2 * observers >= entities
             && self.squares_fit(cells, entities);
         let per_slot = PER_SLOT + if sweep { PER_SLOT_SWEEP } else { 0 };
-        let per_observer = PER_OBSERVER + if culled { PER_MARGIN } else { 0 };
+        let margins = match culled {
+            true => observers.min(visible.div_ceil(view.max(1))),
+            false => 0,
+        };
         FIXED
             .saturating_add(slots.saturating_mul(per_slot))
-            .saturating_add(
-                observers
-                    .saturating_mul(view)
-                    .saturating_mul(PER_VIEW_ENTRY),
-            )
-            .saturating_add(observers.saturating_mul(per_observer))
+            .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY))
+            .saturating_add(observers.saturating_mul(PER_OBSERVER))
+            .saturating_add(margins.saturating_mul(PER_MARGIN))
             .saturating_add(cells.saturating_mul(PER_CELL))
     }
 

@@ -3,8 +3,12 @@
 //! A view is a run of subject slots, kept in ascending order of subject id
 //! (the order its events go out in). Runs are packed one after another in
 //! one of two halves of a single store, both reserved at construction for
-//! `max_observers × max_view` entries, so that the store never needs more
-//! memory whatever the views hold.
+//! as many entries as the views may hold together
+//! ([`Config::visible_room`](crate::Config::visible_room): `max_observers ×
+//! max_view`, or `max_visible` where that is less), so that the store
+//! never needs more memory whatever the views hold. Where `max_visible`
+//! bounds them, [`Views::room`] says how much a view may hold once every
+//! other view is counted, which is what the tick culls it to.
 //!
 //! When every observer is rebuilt in one tick (a *pass*), each new view is
 //! written right after the previous one into the other half, in rebuild
@@ -38,12 +42,18 @@ pub(crate) struct Views {
     free: Vec<u32>,
     /// Views (free ones as empty) holding `max_view` entries.
     full: u32,
+    /// Entries all views hold together.
+    held: u32,
+    /// Whether the store is smaller than `max_view` for every view.
+    bounded: bool,
 }
 
 impl Views {
-    pub(crate) fn new(max_observers: u32, max_view: u32) -> Self {
-        // Config validation bounds max_observers × max_view by 2^27.
-        let half = max_observers.saturating_mul(max_view);
+    /// Views for `max_observers` observers of up to `max_view` entries
+    /// each, at most `room` entries in all.
+    pub(crate) fn new(max_observers: u32, max_view: u32, room: u32) -> Self {
+        // Config validation bounds the room by 2^27.
+        let half = max_observers.saturating_mul(max_view).min(room);
         Views {
             max_view,
             store: vec![0; 2 * half as usize],
@@ -58,7 +68,40 @@ impl Views {
             // Popped from the back: hand out low slots first.
             free: (0..max_observers).rev().collect(),
             full: if max_view == 0 { max_observers } else { 0 },
+            held: 0,
+            bounded: (half as usize) < max_observers as usize * max_view as usize,
         }
+    }
+
+    /// The most entries view `v` may hold with every other view as it
+    /// is: `max_view`, or less where the views together would pass their
+    /// room.
+    #[inline]
+    pub(crate) fn room(&self, v: u32) -> u32 {
+        let others = self.held - self.len[v as usize];
+        self.max_view.min(self.half.saturating_sub(others))
+    }
+
+    /// The most entries one view holds.
+    pub(crate) fn max_view(&self) -> u32 {
+        self.max_view
+    }
+
+    /// Whether the views' room is less than `max_view` for every view,
+    /// so that [`Views::room`] can be below `max_view`.
+    #[inline]
+    pub(crate) fn bounded(&self) -> bool {
+        self.bounded
+    }
+
+    /// Entries all views hold together.
+    pub(crate) fn held(&self) -> u32 {
+        self.held
+    }
+
+    /// Room for every entry of the views together.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.half
     }
 
     /// Reserves an empty view, or `None` when every observer slot is taken.
@@ -301,6 +344,7 @@ impl Views {
         let max = self.max_view;
         let len = &mut self.len[v as usize];
         self.full = self.full + u32::from(n >= max) - u32::from(*len >= max);
+        self.held = self.held - *len + n;
         *len = n;
     }
 }
@@ -334,7 +378,7 @@ mod tests {
 
     #[test]
     fn full_views_are_counted_through_set_rewrite_and_release() {
-        let mut views = Views::new(2, 2);
+        let mut views = Views::new(2, 2, u32::MAX);
         let (a, b) = (views.alloc().unwrap(), views.alloc().unwrap());
         assert!(!views.any_full());
         views.set(a, &[1, 2]);
@@ -352,12 +396,12 @@ mod tests {
         views.release(a);
         assert!(!views.any_full());
         // With no room at all, every view is full from the start.
-        assert!(Views::new(1, 0).any_full());
+        assert!(Views::new(1, 0, u32::MAX).any_full());
     }
 
     #[test]
     fn rewrites_merge_in_place_grow_pack_and_pass() {
-        let mut views = Views::new(3, 4);
+        let mut views = Views::new(3, 4, u32::MAX);
         let (a, b, c) = (
             views.alloc().unwrap(),
             views.alloc().unwrap(),
@@ -401,5 +445,34 @@ mod tests {
         assert_eq!(ids(&views, d), [5]);
         assert_eq!(ids(&views, a), [0, 1, 3, 9]);
         assert_eq!(ids(&views, c), [1, 7, 11]);
+    }
+
+    #[test]
+    fn room_counts_every_other_view() {
+        // Three views of up to 4, 6 entries in all.
+        let mut views = Views::new(3, 4, 6);
+        let (a, b, c) = (
+            views.alloc().unwrap(),
+            views.alloc().unwrap(),
+            views.alloc().unwrap(),
+        );
+        assert_eq!(views.room(a), 4, "max_view bounds an empty store");
+        views.set(a, &[1, 2, 3]);
+        views.set(b, &[4, 5]);
+        assert_eq!(views.held(), 5);
+        assert_eq!(views.room(a), 4, "its own entries count as room");
+        assert_eq!(views.room(b), 3);
+        assert_eq!(views.room(c), 1);
+        // A pass sees the views written so far and those not yet written.
+        views.begin_pass();
+        rewrite(&mut views, a, &[true, false, false], &[]);
+        assert_eq!(views.room(c), 3);
+        views.keep(b);
+        rewrite(&mut views, c, &[], &[(6, 6), (7, 7)]);
+        views.end_pass();
+        assert_eq!(views.held(), 5);
+        assert_eq!(ids(&views, c), [6, 7]);
+        views.release(b);
+        assert_eq!((views.held(), views.room(a)), (3, 4));
     }
 }

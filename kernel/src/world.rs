@@ -314,6 +314,14 @@ pub struct World {
     /// Spawns narrow it; despawns leave it as it is until slots are next
     /// renumbered, which only makes it claim less than it could.
     common_layers: u32,
+    /// Some view was cut below `max_view` to the room `max_visible` left
+    /// it, in the last tick: the next one rebuilds every view, since the
+    /// fast paths take a view below `max_view` to hold every candidate.
+    /// Set, to be safe, in a world restored with `max_visible` bounding
+    /// its views. No part of the state.
+    capped: bool,
+    /// This tick rebuilds every view because of `capped`.
+    recheck: bool,
     /// How often each path was taken (`coverage.rs`); no part of the state.
     #[cfg(any(debug_assertions, feature = "path-coverage"))]
     paths: PathCounts,
@@ -370,7 +378,8 @@ impl World {
             // A view holds distinct live entities, so it never needs more than max_entities.
             views: Views::new(
                 config.max_observers,
-                config.max_view.min(config.max_entities),
+                config.view_room(),
+                config.visible_room(),
             ),
             ring_counts: vec![0; max_ring as usize + 1],
             max_ring: 0,
@@ -399,8 +408,14 @@ impl World {
             cutoffs: vec![u128::MAX; config.max_observers as usize],
             // A view can only be culled if more than max_view others exist.
             margins: match u64::from(config.max_view) + 1 < u64::from(config.max_entities) {
-                true => Margins::new(config.max_observers, config.max_entities),
-                false => Margins::new(0, 0),
+                // Only a full view keeps one: as many as that many fill
+                // the views' room.
+                true => Margins::new(
+                    config.max_observers,
+                    config.visible_room().div_ceil(config.view_room().max(1)),
+                    config.max_entities,
+                ),
+                false => Margins::new(0, 0, 0),
             },
             margin_keys: Listed::new(),
             ties: Vec::with_capacity(n),
@@ -419,6 +434,8 @@ impl World {
             observer_slots: SlotBits::new(slots),
             marks: ViewMarks::new(slots),
             common_layers: u32::MAX,
+            capped: false,
+            recheck: false,
             #[cfg(any(debug_assertions, feature = "path-coverage"))]
             paths: PathCounts::default(),
         };
@@ -600,6 +617,7 @@ impl World {
         self.marked = 0;
         self.pairs.clear();
         self.any_due = false;
+        self.recheck = core::mem::take(&mut self.capped);
 
         for command in commands {
             if let Err(reason) = self.apply(command, t) {
@@ -622,13 +640,16 @@ impl World {
         self.pending.clear();
 
         // Step 1 of the plan (`plan.rs`): how the changes reach the views.
-        let border = self.paired_by_cells(t);
+        let border = match self.recheck {
+            true => None,
+            false => self.paired_by_cells(t),
+        };
         let copy = match (&self.observer_squares, self.observer_cells.available()) {
             (Some(_), _) => Some(PairSource::SquareCopy),
             (None, true) => Some(PairSource::CellCopy),
             (None, false) => None,
         };
-        let (pairing, pair_source) = plan::plan_pairing(PairingCounts {
+        let (mut pairing, pair_source) = plan::plan_pairing(PairingCounts {
             changes: border.map_or(self.touched.len(), |(n, _)| n) as u64,
             border_crossers: border.is_some(),
             gone: self.gone.len() as u64,
@@ -637,6 +658,10 @@ impl World {
             sweepable: self.sweep_could_run(),
             copy,
         });
+        if self.recheck {
+            self.hit(Path::RecheckedAfterCut);
+            pairing = Pairing::RebuildAll;
+        }
         self.plan = TickPlan {
             pairing,
             pair_source,
@@ -1198,7 +1223,17 @@ impl World {
     /// Refreshes the view of the observer at `slot` by its path this tick
     /// ([`World::observer_path`]). Returns the event count.
     fn refresh_view<S: EventSink>(&mut self, slot: u32, t: u64, sink: &mut S) -> u64 {
-        match self.observer_path(slot, t) {
+        let path = self.observer_path(slot, t);
+        if self.views.bounded() {
+            // The view may have to be cut to the room the others leave it.
+            let view = self.slots.entities[slot as usize].view;
+            let room = self.views.room(view);
+            if room < self.views.max_view() && self.view_bound(path, slot, view) > room {
+                self.hit(Path::ObserverWithinRoom);
+                return self.rebuild_within(slot, room as usize, sink);
+            }
+        }
+        match path {
             ObserverPath::Keep => {
                 self.views.keep(self.slots.entities[slot as usize].view);
                 0
@@ -1237,6 +1272,34 @@ impl World {
         }
     }
 
+    /// The most entries the view of the observer at `slot` (`view`) can
+    /// hold after this tick by `path`: what a split pass leaves it room
+    /// for, and what [`World::refresh_view`] holds against the room
+    /// `max_visible` leaves it.
+    fn view_bound(&self, path: ObserverPath, slot: u32, view: u32) -> u32 {
+        let old = self.views.slots(view).len() as u32;
+        let most = self.views.max_view();
+        let grows = |n: usize| old.saturating_add(n as u32).min(most);
+        match path {
+            ObserverPath::Keep | ObserverPath::KeepAndWalk => old,
+            // Each pair or change enters at most one subject.
+            ObserverPath::Edit => grows(self.pairs.of(slot).len()),
+            ObserverPath::Swept => grows(self.sweep.changes_of(slot).len()),
+            // A view holds entities of its observer's ring other than
+            // the observer.
+            ObserverPath::EditCulled | ObserverPath::Rebuild => {
+                let (o, sight) = (
+                    &self.slots.entities[slot as usize],
+                    &self.slots.sights[slot as usize],
+                );
+                let around = self
+                    .grid
+                    .members_counted(self.grid.ring(o.cell, sight.ring));
+                most.min(u32::try_from(around.saturating_sub(1)).unwrap_or(u32::MAX))
+            }
+        }
+    }
+
     /// Whether the sweep could take every view this tick, by the config
     /// and how many entities are observers (before this tick's jumps,
     /// spawns and despawns are counted).
@@ -1253,6 +1316,7 @@ impl World {
         // Sweeping needs every view to be a function of last tick's
         // positions, and pairs to name subjects by slot.
         let steady = mark_all
+            && !self.recheck
             && self.sweep_could_run()
             && !self.gone.iter().any(|g| self.slots.taken_over(g));
         let Some(squares) = self.squares.as_mut() else {
@@ -1351,6 +1415,13 @@ impl World {
     /// The old and new views are marked per slot while the view is rebuilt,
     /// and every mark set here is cleared again before returning.
     fn rebuild_view<S: EventSink>(&mut self, slot: u32, sink: &mut S) -> u64 {
+        self.rebuild_within(slot, self.config.max_view as usize, sink)
+    }
+
+    /// [`World::rebuild_view`], keeping at most `limit` subjects (at most
+    /// `max_view`): the nearest, as crowds are culled. A view cut below
+    /// `max_view` has the next tick rebuild every view (`capped`).
+    fn rebuild_within<S: EventSink>(&mut self, slot: u32, limit: usize, sink: &mut S) -> u64 {
         let Rebuild {
             reach,
             observer,
@@ -1372,7 +1443,8 @@ impl World {
             &self.packed,
             self.plan.rebuild_source,
         );
-        let max_view = self.config.max_view as usize;
+        let max_view = limit;
+        let cut_short = limit < self.config.max_view as usize;
         // A view that was full most likely still is: rank at once rather
         // than scan first to find out.
         let crowd = self.views.slots(view).len() >= max_view;
@@ -1424,7 +1496,10 @@ impl World {
                 self.cutoffs[view as usize] = cutoff;
             }
         }
-        self.keep_margin(view, &reach, ranked);
+        // A margin is kept only around a `max_view` cut-off; a view cut
+        // shorter is rebuilt next tick anyway.
+        self.capped |= ranked && cut_short;
+        self.keep_margin(view, &reach, ranked && !cut_short);
         self.entered.clear();
         let mut marks = self.marks.slice();
         self.entered
@@ -1749,7 +1824,9 @@ impl World {
         if !e.is_observer() {
             return view.is_empty();
         }
+        let room = self.views.capacity() - self.views.held();
         if view.len() > self.config.max_view as usize
+            || view.len() > room as usize
             || view.windows(2).any(|w| w[0] >= w[1])
             || view.contains(&id)
         {
@@ -1781,12 +1858,24 @@ impl World {
 
     /// Rebuilds every view in the restored state: `Err` names the first
     /// observer whose view that changes, as it would not had the view been
-    /// the rule applied at the end of a tick.
+    /// the rule applied at the end of a tick. Where `max_visible` bounds
+    /// the views, a view below `max_view` may have been cut to the room
+    /// the others left it, which the state no longer tells: it is checked
+    /// to be the nearest of its candidates, as many as it holds.
     pub(crate) fn check_views(&mut self) -> Result<(), EntityId> {
         self.sort_observers();
+        let bounded = self.views.bounded();
         for k in 0..self.by_id.len() {
             let (id, slot) = self.by_id[k];
-            if self.rebuild_view(slot, &mut CountingSink::default()) > 0 {
+            let held = self
+                .views
+                .slots(self.slots.entities[slot as usize].view)
+                .len();
+            let limit = match bounded {
+                true => held,
+                false => self.config.max_view as usize,
+            };
+            if self.rebuild_within(slot, limit, &mut CountingSink::default()) > 0 {
                 return Err(id);
             }
         }
@@ -1794,6 +1883,9 @@ impl World {
     }
 
     pub(crate) fn finish_restore(&mut self, tick: u64) {
+        // Whether some view was cut to its room is not in the state: the
+        // first tick rebuilds every view, which is always right.
+        self.capped = self.views.bounded();
         self.slots.ids.end_tick();
         self.tick = tick;
         self.digest = self.compute_digest();

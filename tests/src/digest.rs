@@ -31,27 +31,27 @@ fn bits(f: Fix) -> u64 {
 }
 
 fn config_hash(c: &Config) -> u64 {
-    h(
-        "lgconfig",
-        &[
-            bits(c.origin.x),
-            bits(c.origin.y),
-            bits(c.cell_size),
-            u64::from(c.width_cells),
-            u64::from(c.height_cells),
-            match c.visibility {
-                Visibility::Grid => 0,
-                Visibility::Radius => 1,
-            },
-            bits(c.hysteresis),
-            c.update_interval,
-            bits(c.move_epsilon),
-            u64::from(c.dir_epsilon),
-            u64::from(c.max_entities),
-            u64::from(c.max_observers),
-            u64::from(c.max_view),
-        ],
-    )
+    let mut words = vec![
+        bits(c.origin.x),
+        bits(c.origin.y),
+        bits(c.cell_size),
+        u64::from(c.width_cells),
+        u64::from(c.height_cells),
+        match c.visibility {
+            Visibility::Grid => 0,
+            Visibility::Radius => 1,
+        },
+        bits(c.hysteresis),
+        c.update_interval,
+        bits(c.move_epsilon),
+        u64::from(c.dir_epsilon),
+        u64::from(c.max_entities),
+        u64::from(c.max_observers),
+        u64::from(c.max_view),
+    ];
+    // Only where it is set: worlds without it keep their digests.
+    words.extend(c.max_visible.map(u64::from));
+    h("lgconfig", &words)
 }
 
 /// The digest of a state given as its parts: config, tick, and each live

@@ -256,6 +256,7 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
         prop_oneof![1 => 1u32..=3, 3 => 4u32..=14],
         any::<u32>(),
         any::<u32>(),
+        any::<u32>(),
     );
     (
         (origin.clone(), origin),
@@ -274,7 +275,7 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
                 visibility,
                 hyst,
                 (interval, move_eps, dir_eps),
-                (cap, o, v),
+                (cap, o, v, b),
             )| {
                 let (max_entities, max_observers) = if shape.roomy {
                     (256, 256)
@@ -304,6 +305,9 @@ pub fn config(shape: Shape) -> impl Strategy<Value = Config> {
                     } else {
                         (v % 5).min(max_entities)
                     },
+                    // A third of the worlds bound their visible pairs,
+                    // mostly below what their views want, so the bound cuts.
+                    max_visible: (b % 3 == 0).then_some(b / 3 % 24),
                 }
             },
         )
@@ -1027,6 +1031,27 @@ pub fn swarm(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
         out.push(commands);
     }
     Scenario { config, ticks: out }
+}
+
+/// `s` with `max_visible` set to `num / den` of the most view entries its
+/// world holds together at the end of any tick without the bound, so that
+/// the bound cuts views in its busiest ticks and not in its calmest.
+pub fn within_visible(mut s: Scenario, (num, den): (u64, u64)) -> Scenario {
+    let mut world = lockgrid_kernel::World::new(s.config).expect("a valid scenario config");
+    let mut most = 0u64;
+    let mut sink = lockgrid_kernel::CountingSink::default();
+    for commands in &s.ticks {
+        world.step(commands, &mut sink);
+        let held = world
+            .entities()
+            .filter(|e| e.observer)
+            .filter_map(|e| world.view(e.id).map(|v| v.count() as u64))
+            .sum::<u64>();
+        most = most.max(held);
+    }
+    let bound = most * num / den;
+    s.config.max_visible = Some(u32::try_from(bound).expect("small scenarios"));
+    s
 }
 
 #[cfg(test)]

@@ -297,12 +297,23 @@ impl Oracle {
         }
     }
 
+    /// Every live observer's view after this tick: its candidates by the
+    /// rule, the nearest `max_view` of them by `(dist², id)`. Where
+    /// `max_visible` is set, observers are taken in ascending id, and each
+    /// keeps at most what is left of it once the views of the others are
+    /// counted: the new views of those before it and the views of those
+    /// after it as they were at the end of the last tick.
     fn compute_views(&self) -> BTreeMap<Key, BTreeSet<Key>> {
         let mut views = BTreeMap::new();
         let empty = BTreeSet::new();
-        for o in self.entities.iter().filter(|e| e.observer) {
+        let mut observers: Vec<&OracleEntity> =
+            self.entities.iter().filter(|e| e.observer).collect();
+        observers.sort_by_key(|o| o.id);
+        let before_of = |o: &OracleEntity| self.views.get(&(o.id, o.incarnation)).unwrap_or(&empty);
+        let mut held: u64 = observers.iter().map(|o| before_of(o).len() as u64).sum();
+        for o in observers {
             let key = (o.id, o.incarnation);
-            let before = self.views.get(&key).unwrap_or(&empty);
+            let before = before_of(o);
             let mut candidates: Vec<(u128, EntityId, u64)> = Vec::new();
             for s in &self.entities {
                 if s.id == o.id {
@@ -314,7 +325,14 @@ impl Oracle {
                 }
             }
             candidates.sort();
-            candidates.truncate(self.config.max_view as usize);
+            let others = held - before.len() as u64;
+            let room = match self.config.max_visible {
+                Some(n) => u64::from(n).saturating_sub(others),
+                None => u64::MAX,
+            };
+            let limit = u64::from(self.config.max_view).min(room);
+            candidates.truncate(limit as usize);
+            held = others + candidates.len() as u64;
             views.insert(
                 key,
                 candidates

@@ -116,6 +116,12 @@ pub fn wild_config() -> impl Strategy<Value = Config> {
                     max_entities: n,
                     max_observers: o.min(n),
                     max_view: v.min(n),
+                    // Sometimes past its limit (2^27), sometimes tiny.
+                    max_visible: match big % 5 {
+                        0 => Some(big),
+                        1 => Some(big % 4),
+                        _ => None,
+                    },
                 }
             },
         )

@@ -291,6 +291,7 @@ fn the_largest_id_stays_in_a_view_the_sweep_edits() {
         max_entities: 4,
         max_observers: 2,
         max_view: 2,
+        max_visible: None,
     };
     let at = Pos::from_ints(0, 0);
     let npc = |id| {
@@ -312,4 +313,42 @@ fn the_largest_id_stays_in_a_view_the_sweep_edits() {
         vec![npc(1), Command::Despawn { id: 1 }],
     ];
     agrees(&gen::Scenario { config, ticks }, format_args!("radius 0"));
+}
+
+/// Worlds whose `max_visible` cuts views in their busiest ticks: every
+/// observer, in ascending id, keeps at most the room the others leave it,
+/// and the tick after a cut rebuilds every view. Bounds from a quarter of
+/// the most the views hold to a little above it, so that some ticks cut
+/// and some do not.
+#[test]
+fn bounded_visible_pairs_match_oracle() {
+    let mut cut = 0;
+    for visibility in [Visibility::Grid, Visibility::Radius] {
+        let scenarios = [
+            ("busy", gen::busy(21, 20, visibility)),
+            ("dense walk", gen::dense_walk(22, 8, visibility)),
+            ("swarm", gen::swarm(23, 15, visibility)),
+            ("town", gen::town(24, 25, visibility, 10, 6, 24)),
+            ("calm", gen::calm(25, 20, visibility, 40, 256)),
+        ];
+        for (what, s) in scenarios {
+            for share in [(1, 4), (1, 2), (9, 10), (11, 10)] {
+                let s = gen::within_visible(s.clone(), share);
+                let (_, world) = check::world_against_oracle(&s)
+                    .unwrap_or_else(|e| panic!("{what} {visibility:?} {share:?}: {e}"));
+                let paths = world.path_counts().expect("debug builds count paths");
+                cut += paths.get(lockgrid_kernel::coverage::Path::ObserverWithinRoom);
+            }
+        }
+    }
+    for (seed, max_view) in [(46, 256), (47, 12)] {
+        for share in [(1, 3), (4, 5)] {
+            let s = gen::within_visible(gen::walkers_settling(seed, 25, max_view), share);
+            agrees(
+                &s,
+                format_args!("walkers settling {seed}/{max_view} {share:?}"),
+            );
+        }
+    }
+    assert!(cut > 0, "no view was ever cut to its room");
 }

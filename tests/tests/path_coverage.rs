@@ -195,6 +195,11 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
             let s = gen::town(12, 40, visibility, hysteresis, 6, 24);
             checked(&mut total, &s, "town");
         }
+        // Bounds on the visible pairs that cut views in the busiest ticks.
+        let s = gen::within_visible(gen::busy(8, 20, visibility), (2, 3));
+        checked(&mut total, &s, "busy within a bound");
+        let s = gen::within_visible(gen::town(13, 30, visibility, 0, 6, 24), (3, 4));
+        checked(&mut total, &s, "town within a bound");
     }
     for (seed, max_view) in [(41, 256), (43, 12)] {
         checked(&mut total, &gen::walkers(seed, 30, max_view), "walkers");

@@ -97,6 +97,27 @@ fn reserved_bytes_is_within_a_quarter_of_what_a_world_allocates() {
                     max_view: 1024,
                     ..b
                 },
+                // The views' room bounded, as a large world of walkers
+                // would bound it, and tightly.
+                Config {
+                    max_entities: 16384,
+                    max_observers: 16384,
+                    max_view: 512,
+                    max_visible: Some(16384 * 96),
+                    ..b
+                },
+                Config {
+                    max_entities: 8192,
+                    max_observers: 8192,
+                    max_view: 256,
+                    max_visible: Some(4096),
+                    ..b
+                },
+                // Bounded by what no tick can pass: nothing changes.
+                Config {
+                    max_visible: Some(u32::MAX >> 5),
+                    ..b
+                },
             ]);
         }
     }

@@ -20,6 +20,7 @@ const GOLDEN: &[(&str, &str)] = &[
     ("rejected_commands", "c4d1bb72787d6baa"),
     ("npc_area_observer_walks", "100c600f5bd2f427"),
     ("update_throttle", "e88572c307105439"),
+    ("visible_pairs_bound", "9ab263f788ecf061"),
 ];
 
 fn load(name: &str) -> Scenario {

@@ -160,19 +160,34 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
         ));
     }
     all.push(("swarm, grid".into(), gen::swarm(7, 20, Visibility::Grid)));
+    // Bounded visible pairs: a split pass lays its ranges out by the most
+    // each view can come to, and ticks where that could pass the bound
+    // run serially, cutting views to their room.
+    for share in [(1, 2), (9, 10), (11, 10)] {
+        let what = format!("walkers within {}/{} bound", share.0, share.1);
+        all.push((what, gen::within_visible(gen::walkers(45, 30, 256), share)));
+        let what = format!("dense walk within {}/{} bound, grid", share.0, share.1);
+        let s = gen::within_visible(gen::dense_walk(35, 8, Visibility::Grid), share);
+        all.push((what, s));
+    }
     all
 }
 
 #[test]
 fn every_width_gives_the_serial_events_and_digests() {
     for width in 1..=4 {
-        let (mut swept, mut split) = (0, 0);
+        let (mut swept, mut split, mut bounded) = (0, 0, 0);
         for (what, s) in scenarios() {
             let (sweeps, joins) =
                 same_as_serial(&s, Threads::new(width), &format!("{what}, width {width}"));
             swept += sweeps;
             split += u64::from(what.ends_with("grid") && joins > 0);
+            bounded += u64::from(what.contains("bound, grid") && joins > 0);
         }
+        assert!(
+            width == 1 || bounded > 0,
+            "width {width}: no pass with bounded visible pairs was split"
+        );
         assert!(
             swept > 0,
             "width {width}: no tick swept, the split is untested"

@@ -8,10 +8,13 @@ pub const MAGIC: [u8; 8] = *b"LGJOURNL";
 /// Format version written by this build; readers refuse any other.
 /// Version 2 changed no byte, only the digest its records carry (the
 /// kernel's entity term), so that a version-1 journal is refused rather
-/// than replayed into a false divergence at tick 1.
-pub const VERSION: u32 = 2;
+/// than replayed into a false divergence at tick 1. Version 3 adds
+/// `max_visible` to the config.
+pub const VERSION: u32 = 3;
 /// Encoded size of a [`Config`] in a header.
-pub const CONFIG_LEN: usize = 71;
+pub const CONFIG_LEN: usize = 75;
+/// `max_visible` unset, in a header: above any value a config may hold.
+const NO_MAX_VISIBLE: u32 = u32::MAX;
 /// Size of a header: magic, version, config length, config, CRC.
 pub const HEADER_LEN: usize = 8 + 4 + 4 + CONFIG_LEN + 4;
 /// Bytes before a record's payload: payload length and CRC.
@@ -101,6 +104,7 @@ fn encode_config(w: &mut Cursor<'_>, c: &Config) {
     w.put(&c.max_entities.to_le_bytes());
     w.put(&c.max_observers.to_le_bytes());
     w.put(&c.max_view.to_le_bytes());
+    w.put(&c.max_visible.unwrap_or(NO_MAX_VISIBLE).to_le_bytes());
 }
 
 fn decode_config(r: &mut Reader<'_>) -> Result<Config, HeaderFault> {
@@ -128,6 +132,10 @@ fn decode_config(r: &mut Reader<'_>) -> Result<Config, HeaderFault> {
         max_entities: r.u32().unwrap_or(0),
         max_observers: r.u32().unwrap_or(0),
         max_view: r.u32().unwrap_or(0),
+        max_visible: match r.u32().unwrap_or(NO_MAX_VISIBLE) {
+            NO_MAX_VISIBLE => None,
+            n => Some(n),
+        },
     })
 }
 
@@ -335,15 +343,27 @@ mod tests {
             ..Config::default()
         };
         let bytes = encode_header(&config);
-        assert_eq!(bytes.len(), 91);
-        assert_eq!(&bytes[..12], b"LGJOURNL\x02\x00\x00\x00");
+        assert_eq!(bytes.len(), 95);
+        assert_eq!(&bytes[..12], b"LGJOURNL\x03\x00\x00\x00");
+        // No bound on the visible pairs: its word is all ones.
+        assert_eq!(bytes[16 + 71..16 + 75], [0xff; 4]);
         assert_eq!(decode_header(&bytes), Ok(config));
-        // Version 1 had these bytes but another digest: refused, not replayed.
-        let mut v1 = bytes;
-        v1[8] = 1;
-        let crc = crc32fast::hash(&v1[..HEADER_LEN - 4]);
-        v1[HEADER_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode_header(&v1), Err(HeaderFault::Version(1)));
+        let bounded = Config {
+            max_visible: Some(0x0102_0304),
+            ..config
+        };
+        let bytes = encode_header(&bounded);
+        assert_eq!(bytes[16 + 71..16 + 75], [4, 3, 2, 1]);
+        assert_eq!(decode_header(&bytes), Ok(bounded));
+        // Versions 1 and 2 had other bytes or another digest: refused, not
+        // replayed.
+        for old in [1, 2] {
+            let mut v = bytes;
+            v[8] = old;
+            let crc = crc32fast::hash(&v[..HEADER_LEN - 4]);
+            v[HEADER_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(decode_header(&v), Err(HeaderFault::Version(old.into())));
+        }
     }
 
     #[test]

@@ -201,7 +201,7 @@ fn damaged_headers_are_typed_errors() {
     let err = Journal::open(&bad, SyncPolicy::EveryTick).err().unwrap();
     assert_eq!(
         err.to_string(),
-        "unsupported journal version 1 (this build reads version 2)"
+        "unsupported journal version 1 (this build reads version 3)"
     );
 }
 

@@ -103,6 +103,7 @@ struct ConfigDe {
     max_entities: Option<Int<u32>>,
     max_observers: Option<Int<u32>>,
     max_view: Option<Int<u32>>,
+    max_visible: Option<Int<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -201,6 +202,7 @@ impl ConfigDe {
             max_entities,
             max_observers: self.max_observers.map_or(max_entities, |v| v.0),
             max_view: self.max_view.map_or(d.max_view, |v| v.0),
+            max_visible: self.max_visible.map(|v| v.0),
         }
     }
 }

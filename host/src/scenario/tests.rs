@@ -47,7 +47,7 @@ fn every_key_is_read() {
         r#"{"config": {"origin": [-100, -50.5], "cell_size": 25, "width_cells": 8,
              "height_cells": 4, "visibility": "radius", "hysteresis": 2.5,
              "update_interval": 5, "move_epsilon": 0.5, "dir_epsilon": 100,
-             "max_entities": 10, "max_view": 3},
+             "max_entities": 10, "max_view": 3, "max_visible": 12},
             "ticks": [{"commands": [{"spawn": {"id": 18446744073709551615, "pos": [0.25, -1e1],
              "dir": 65535, "speed": 1.5, "observer": true, "layers": 6, "interest": 2}}]}]}"#,
     )
@@ -65,6 +65,7 @@ fn every_key_is_read() {
     assert_eq!(c.move_epsilon, Fix::from_num(0.5));
     assert_eq!(c.dir_epsilon, 100);
     assert_eq!((c.max_entities, c.max_observers, c.max_view), (10, 10, 3));
+    assert_eq!(c.max_visible, Some(12));
     assert_eq!(
         s.ticks[0][0],
         Command::Spawn(Spawn {
@@ -238,7 +239,7 @@ fn errors_stay_on_one_line() {
 #[test]
 fn written_scenarios_read_back_equal() {
     let text = r#"{"config": {"origin": [-100, -50.5], "cell_size": 25.125, "visibility": "radius",
-        "max_entities": 10, "max_observers": 3, "max_view": 5},
+        "max_entities": 10, "max_observers": 3, "max_view": 5, "max_visible": 7},
         "ticks": [
           {"commands": [{"spawn": {"id": 1, "pos": [0.1, -0.5], "observer": true, "radius": 7.75,
                         "layers": 2, "interest": 3, "dir": 9, "speed": 0.3}},

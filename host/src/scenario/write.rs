@@ -52,7 +52,7 @@ fn write_config<W: Write>(c: &Config, out: &mut W) -> io::Result<()> {
         "{{\"origin\": {}, \"cell_size\": {}, \"width_cells\": {}, \"height_cells\": {}, \
          \"visibility\": \"{visibility}\", \"hysteresis\": {}, \"update_interval\": {}, \
          \"move_epsilon\": {}, \"dir_epsilon\": {}, \"max_entities\": {}, \
-         \"max_observers\": {}, \"max_view\": {}}}",
+         \"max_observers\": {}, \"max_view\": {}",
         pos(c.origin),
         D(c.cell_size),
         c.width_cells,
@@ -64,7 +64,11 @@ fn write_config<W: Write>(c: &Config, out: &mut W) -> io::Result<()> {
         c.max_entities,
         c.max_observers,
         c.max_view,
-    )
+    )?;
+    if let Some(n) = c.max_visible {
+        write!(out, ", \"max_visible\": {n}")?;
+    }
+    out.write_all(b"}")
 }
 
 /// Writes one command as a scenario object; `config` decides which spawn

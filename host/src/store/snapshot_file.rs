@@ -13,7 +13,8 @@ use crate::journal::sync_parent;
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"LGSNAPSH";
 /// Snapshot file format version written by this build. Version 2 changed
 /// no byte, only the digest it carries, as the journal's version 2 did.
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// Version 3 adds `max_visible` to the config.
+pub const SNAPSHOT_VERSION: u32 = 3;
 /// Bytes before the payload: magic, version, flags, tick, digest, length, CRC.
 pub const SNAPSHOT_HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 4;
 

@@ -4,7 +4,9 @@
 //! The live observers, in id order, are cut into one run per task. Each
 //! task writes its observers' new views one after another into its own
 //! range of the pass's half of the store (room for `max_view` entries per
-//! observer of its run, so ranges never meet), their events as compact
+//! observer of its run, so ranges never meet; where `max_visible` bounds
+//! the views, room for the most each view can come to by its path, and
+//! the pass splits only where those fit the half), their events as compact
 //! records into a buffer of its own, and their terms into its own copy
 //! of the digest's sums of view pairs. The calling thread then goes
 //! through the observers in id order, places each view and hands its
@@ -112,6 +114,9 @@ pub(crate) struct Split {
     /// Per observer: its view, where the new one starts and how long it
     /// is (the view's id too, so that placing it reads no entity record).
     placed: Vec<(u32, u32, u32)>,
+    /// Per observer, where `max_visible` bounds the views: the room its
+    /// new view has in its task's range.
+    rooms: Vec<u32>,
 }
 
 impl Split {
@@ -149,6 +154,7 @@ impl Split {
             tasks: (0..width).map(|_| task()).collect(),
             ends: vec![0; max_observers as usize],
             placed: vec![(0, 0, 0); max_observers as usize],
+            rooms: vec![0; max_observers as usize],
         }
     }
 
@@ -178,11 +184,38 @@ impl World {
         }
         let max_view = self.config.max_view as usize;
         let (front, half) = self.views.halves();
-        // Each run's range: room for `max_view` entries per observer.
         let mut bounds = [n; MAX_WIDTH + 1];
         bounds[0] = 0;
         for (w, bound) in bounds.iter_mut().enumerate().take(width).skip(1) {
             *bound = n * w / width;
+        }
+        // Each run's range: room for `max_view` entries per observer, or
+        // where `max_visible` bounds the views, for the most each can
+        // come to.
+        let mut ranges = [0usize; MAX_WIDTH];
+        let bounded = self.views.bounded();
+        if bounded {
+            // Where every view together stays within the views' room
+            // (counting each at the larger of before and after), no view
+            // is cut: the tasks need not know what the others write.
+            let mut most = 0u64;
+            for (w, range) in ranges.iter_mut().enumerate().take(width) {
+                for k in bounds[w]..bounds[w + 1] {
+                    let slot = self.by_id[k].1;
+                    let view = self.slots.entities[slot as usize].view;
+                    let room = self.view_bound(self.observer_path(slot, t), slot, view);
+                    self.split.rooms[k] = room;
+                    *range += room as usize;
+                    most += u64::from(room.max(self.views.span(view).1 as u32));
+                }
+            }
+            if most > u64::from(self.views.capacity()) {
+                return None;
+            }
+        } else {
+            for (w, range) in ranges.iter_mut().enumerate().take(width) {
+                *range = (bounds[w + 1] - bounds[w]) * max_view;
+            }
         }
         let mut split = core::mem::take(&mut self.split);
         let base = self.sums;
@@ -200,9 +233,11 @@ impl World {
             let mut tasks = heapless::Vec::<_, MAX_WIDTH>::new();
             let (mut ends, mut placed) = (&mut split.ends[..n], &mut split.placed[..n]);
             let mut at = cursor;
+            let rooms = bounded.then_some(&split.rooms[..n]);
             for (w, task) in split.tasks.iter_mut().enumerate().take(width) {
                 let run = bounds[w]..bounds[w + 1];
-                let room = (run.len() * max_view).min(back.len());
+                let room = ranges[w].min(back.len());
+                let rooms = rooms.map(|r| &r[run.clone()]);
                 let (range, rest) = core::mem::take(&mut back).split_at_mut(room);
                 back = rest;
                 let (e, rest_e) = core::mem::take(&mut ends).split_at_mut(run.len());
@@ -213,8 +248,10 @@ impl World {
                 let start = at as u32;
                 at += room;
                 task.sums = base;
-                let job =
-                    move || world.refresh_run(t, by_id, (old, front), (range, start), e, p, task);
+                let job = move || {
+                    let out = (&mut *range, start, rooms);
+                    world.refresh_run(t, by_id, (old, front), out, e, p, task)
+                };
                 if tasks.push(job).is_err() {
                     break;
                 }
@@ -344,15 +381,16 @@ impl World {
     }
 
     /// A task: refreshes the observers `by_id` (see the module docs) into
-    /// `range`, which starts at `start` in the store, reading old views
-    /// from `old` (the front half, which starts at `front`).
+    /// `range`, which starts at `start` in the store, each with room for
+    /// `max_view` entries or its entry of `rooms`, reading old views from
+    /// `old` (the front half, which starts at `front`).
     #[allow(clippy::too_many_arguments)]
     fn refresh_run(
         &self,
         t: u64,
         by_id: &[(crate::command::EntityId, u32)],
         (old, front): (&[u32], usize),
-        (range, start): (&mut [u32], u32),
+        (range, start, rooms): (&mut [u32], u32, Option<&[u32]>),
         ends: &mut [u32],
         placed: &mut [(u32, u32, u32)],
         task: &mut Task,
@@ -365,7 +403,13 @@ impl World {
         task.edited = 0;
         task.rebuilt = 0;
         let mut short = false;
-        for ((&(_, slot), end), place) in by_id.iter().zip(ends.iter_mut()).zip(placed.iter_mut()) {
+        for (i, ((&(_, slot), end), place)) in by_id
+            .iter()
+            .zip(ends.iter_mut())
+            .zip(placed.iter_mut())
+            .enumerate()
+        {
+            let fits_view = rooms.map_or(max_view, |r| r.get(i).map_or(0, |&r| r as usize));
             let o = &self.slots.entities[slot as usize];
             let (observer, view) = (o.id, o.view);
             let (s0, len) = self.views.span(view);
@@ -385,7 +429,7 @@ impl World {
             let fits = changes.len() <= task.changes.len() && changes.len() <= room;
             short |= !fits;
             let out = range
-                .get_mut(at..(at + max_view).min(range.len()))
+                .get_mut(at..(at + fits_view).min(range.len()))
                 .unwrap_or(&mut []);
             let mut walk = false;
             let done = match (short, path) {
@@ -454,7 +498,7 @@ impl World {
                 None => {
                     *place = (view, start + at as u32, 0);
                     *end = LEFT;
-                    at += max_view.min(range.len() - at);
+                    at += fits_view.min(range.len() - at);
                 }
             }
         }
