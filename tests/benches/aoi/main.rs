@@ -38,7 +38,7 @@ mod workload;
 use std::fmt::Write as _;
 
 use lockgrid_host::threads::Threads;
-use lockgrid_kernel::{Command, EntityId, Event, EventSink, Visibility, World, MAX_WIDTH};
+use lockgrid_kernel::{Command, Config, EntityId, Event, EventSink, Visibility, World, MAX_WIDTH};
 
 use adapter::{Adapter, Peer};
 use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
@@ -46,6 +46,7 @@ use workload::{Kind, Spec, Stream};
 
 const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
            [--lockgrid-only [--full-tick]] [--cold] [--ticks N] [--threads N]
+           [--max-visible auto|none|N]
   --quick      few ticks per workload, a smoke run: skips N > 10k, mixed10-10k,
                mixed-int-10k and stopgo-10k unless named, and the cross-linked
                list on teleport-10k (a teleport walks the whole lists)
@@ -61,7 +62,12 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
                dense-cull-50k, stopgo-10k, radius-mix-10k); --quick skips the
                dense ones unless named
-  --mode       only this visibility mode";
+  --mode       only this visibility mode
+  --max-visible  the kernel's bound on the visible pairs of all views together, which
+               is what its views reserve: auto (default) is 5/4 of the most the
+               workload's views hold at the end of any timed tick, measured in an
+               untimed run first, so the bound never cuts a view; none reserves
+               max_view entries per observer";
 
 struct Options {
     quick: bool,
@@ -72,6 +78,16 @@ struct Options {
     ticks: Option<u64>,
     only: Vec<String>,
     modes: Vec<Visibility>,
+    max_visible: MaxVisible,
+}
+
+/// The kernel's `max_visible` in the bench.
+#[derive(Clone, Copy)]
+enum MaxVisible {
+    /// 5/4 of the peak visible pairs of the ticks run.
+    Auto,
+    None,
+    Fixed(u32),
 }
 
 fn options() -> Options {
@@ -84,6 +100,7 @@ fn options() -> Options {
         ticks: None,
         only: Vec::new(),
         modes: vec![Visibility::Grid, Visibility::Radius],
+        max_visible: MaxVisible::Auto,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -107,6 +124,17 @@ fn options() -> Options {
                     .next()
                     .unwrap_or_else(|| die("--workload needs a value"));
                 o.only.extend(v.split(',').map(str::to_owned));
+            }
+            "--max-visible" => {
+                o.max_visible = match args.next().as_deref() {
+                    Some("auto") => MaxVisible::Auto,
+                    Some("none") => MaxVisible::None,
+                    Some(n) => MaxVisible::Fixed(
+                        n.parse()
+                            .unwrap_or_else(|_| die("--max-visible takes auto, none or a number")),
+                    ),
+                    None => die("--max-visible takes auto, none or a number"),
+                }
             }
             "--mode" => {
                 o.modes = match args.next().as_deref() {
@@ -383,6 +411,18 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let observers = spec.observers();
     let brute_timed = p.timed.min(if spec.n > 1_000 { 5 } else { 30 });
     eprintln!("running {} {} ...", spec.name, mode_name(mode));
+    let max_visible = match opts.max_visible {
+        MaxVisible::Auto => {
+            let peak = peak_visible(spec, mode, p.warm + p.timed);
+            Some(u32::try_from(peak * 5 / 4).unwrap_or(u32::MAX))
+        }
+        MaxVisible::None => None,
+        MaxVisible::Fixed(n) => Some(n),
+    };
+    let spec = &Spec {
+        max_visible,
+        ..spec.clone()
+    };
 
     // Check every peer first; only those that agree are timed.
     let mut lineup: Vec<(String, Result<Entry, String>)> = Vec::new();
@@ -566,13 +606,22 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
             "Largest candidate set {max_candidates} ≤ max_view {max_view}: no culling, like for like."
         );
     }
+    let views = match spec.max_visible {
+        Some(n) => format!(
+            "views reserve 8 bytes per visible pair up to max_visible = {n}, 5/4 of the most \
+             this run's views held at once unless --max-visible set it: two halves of 4-byte \
+             entries"
+        ),
+        None => "views reserve max_view × 8 bytes per observer: two halves of 4-byte \
+                 entries"
+            .to_owned(),
+    };
     let _ = writeln!(
         out,
-        "Bytes/entity: lockgrid's is everything `World::new` allocates (views reserve \
-         max_view × 8 bytes per observer: two halves of 4-byte entries); a peer's is what \
-         its index holds after the last tick, the shared adapter's positions and views left \
-         out. Allocations: lockgrid's are counted over `step` alone, a peer's over its whole \
-         tick."
+        "Bytes/entity: lockgrid's is everything `World::new` allocates ({views}); a peer's \
+         is what its index holds after the last tick, the shared adapter's positions and \
+         views left out. Allocations: lockgrid's are counted over `step` alone, a peer's \
+         over its whole tick."
     );
     let _ = writeln!(out);
     let _ = writeln!(
@@ -796,6 +845,30 @@ fn peer_entry<P: Peer + 'static>(
         peer: make(),
         max_candidates: 0,
     }))
+}
+
+/// The most visible pairs the workload's views hold together at the end of
+/// any of its first `ticks` ticks, without a bound.
+fn peak_visible(spec: &Spec, mode: Visibility, ticks: u64) -> u64 {
+    let config = Config {
+        max_visible: None,
+        ..spec.config(mode, true)
+    };
+    let mut world = World::new(config).expect("workload configs are valid");
+    let mut stream = Stream::new(spec);
+    let (mut commands, mut peak) = (Vec::new(), 0u64);
+    let mut sink = lockgrid_kernel::CountingSink::default();
+    for _ in 0..ticks {
+        stream.next_tick(&mut commands);
+        world.step(&commands, &mut sink);
+        let held = world
+            .entities()
+            .filter(|e| e.observer)
+            .filter_map(|e| world.view(e.id).map(|v| v.count() as u64))
+            .sum::<u64>();
+        peak = peak.max(held);
+    }
+    peak
 }
 
 /// Runs the kernel and a peer side by side for `ticks` ticks and compares

@@ -95,6 +95,8 @@ pub struct Spec {
     /// World edge in world units.
     pub side: i64,
     pub seed: u64,
+    /// The kernel's bound on the visible pairs of all views together.
+    pub max_visible: Option<u32>,
 }
 
 impl Spec {
@@ -132,6 +134,7 @@ impl Spec {
             n,
             side,
             seed: 0x6c67_6272_6964 ^ u64::from(n) ^ ((kind as u64) << 40),
+            max_visible: None,
         }
     }
 
@@ -196,6 +199,7 @@ impl Spec {
             max_entities: self.n,
             max_observers: self.observers(),
             max_view: self.max_view(mode),
+            max_visible: self.max_visible,
             ..Config::default()
         };
         if rare_updates {
