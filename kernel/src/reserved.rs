@@ -8,7 +8,7 @@ use crate::config::{Config, Visibility, MAX_ENTITIES};
 const PER_SLOT: u64 = 900;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
 /// without hysteresis only.
-const PER_SLOT_SWEEP: u64 = 400;
+const PER_SLOT_SWEEP: u64 = 300;
 /// Bytes per view entry: two halves of 4-byte entries.
 const PER_VIEW_ENTRY: u64 = 8;
 /// Bytes per observer besides its view: its id list entries, cut-off

@@ -40,7 +40,9 @@ pub(crate) struct Squares<T> {
     /// Counting-sort cursors, one per square.
     fill: Vec<u32>,
     records: Vec<T>,
-    /// The records in the order given, with their squares, before the sort.
+    /// The records in the order given, with their squares, before the
+    /// sort; empty in a copy that is only ever copied into (see
+    /// [`Squares::copy_mapped`]).
     walk: Vec<(u32, T)>,
 }
 
@@ -50,6 +52,15 @@ impl<T: Copy + Default> Squares<T> {
     /// side) or no square smaller than a cell keeps their number within
     /// bounds.
     pub(crate) fn new(config: &Config, capacity: u32) -> Option<Self> {
+        let mut squares = Self::copy_of(config, capacity)?;
+        squares.walk = vec![(0, T::default()); capacity as usize];
+        Some(squares)
+    }
+
+    /// [`Squares::new`] without the room [`Squares::rebuild`] sorts in:
+    /// for a copy filled only by [`Squares::copy_mapped`] from another,
+    /// which saves a record and a square per entity.
+    pub(crate) fn copy_of(config: &Config, capacity: u32) -> Option<Self> {
         let cell = config.cell_size.to_bits();
         let width = i128::from(cell) * i128::from(config.width_cells);
         let height = i128::from(cell) * i128::from(config.height_cells);
@@ -86,7 +97,7 @@ impl<T: Copy + Default> Squares<T> {
                     start: vec![0; squares + 1],
                     fill: vec![0; squares],
                     records: vec![T::default(); n],
-                    walk: vec![(0, T::default()); n],
+                    walk: Vec::new(),
                 });
             }
             shift += 1;

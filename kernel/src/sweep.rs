@@ -117,7 +117,8 @@ impl Sweep {
         let possible = config.visibility == Visibility::Radius
             && config.hysteresis == Fix::ZERO
             && u64::from(config.max_observers) * 2 >= u64::from(config.max_entities);
-        let viewers = PackedSquares::new(config, config.max_entities).filter(|_| possible);
+        // Both copies are filled from the world's squares, never sorted.
+        let viewers = PackedSquares::copy_of(config, config.max_entities).filter(|_| possible);
         let (n, max_entities) = match viewers {
             Some(_) => (slots as usize, config.max_entities as usize),
             None => (0, 0),
@@ -132,7 +133,7 @@ impl Sweep {
             bands: vec![vec![0; max_entities + 1]],
             others: viewers
                 .as_ref()
-                .and_then(|_| PackedSquares::new(config, config.max_entities)),
+                .and_then(|_| PackedSquares::copy_of(config, config.max_entities)),
             viewers,
             active: false,
             due_active: false,
