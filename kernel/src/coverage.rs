@@ -82,11 +82,15 @@ pub enum Path {
     /// A tick after one that cut a view below `max_view` to its room:
     /// every view rebuilt.
     RecheckedAfterCut,
+    /// A grid-mode tick that walks views for their due subjects, with so
+    /// few due that views which stayed in their cell take them from the
+    /// cells around instead (`due_cells.rs`).
+    DueByCells,
 }
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 31] = [
+    pub const ALL: [Path; 32] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -118,6 +122,7 @@ impl Path {
         Path::Renumbered,
         Path::ObserverWithinRoom,
         Path::RecheckedAfterCut,
+        Path::DueByCells,
     ];
 }
 

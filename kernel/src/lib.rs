@@ -171,6 +171,7 @@ mod command;
 mod config;
 pub mod coverage;
 mod digest;
+mod due_cells;
 mod emit;
 mod event;
 mod fixed_point;

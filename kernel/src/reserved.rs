@@ -17,7 +17,11 @@ const PER_OBSERVER: u64 = 204;
 /// Bytes of the room for one margin, which a full view keeps while culled.
 const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.
-const PER_CELL: u64 = 16;
+const PER_CELL: u64 = 20;
+/// Grid mode: bytes per slot and per cell of the due subjects listed by
+/// cell (`due_cells.rs`).
+const PER_SLOT_GRID: u64 = 12;
+const PER_CELL_GRID: u64 = 4;
 /// What a world holds whatever its size.
 const FIXED: u64 = 1024;
 
@@ -48,7 +52,11 @@ impl Config {
             && self.hysteresis.to_bits() == 0
             && 2 * observers >= entities
             && self.squares_fit(cells, entities);
-        let per_slot = PER_SLOT + if sweep { PER_SLOT_SWEEP } else { 0 };
+        let grid = self.visibility == Visibility::Grid;
+        let per_slot = PER_SLOT
+            + if sweep { PER_SLOT_SWEEP } else { 0 }
+            + if grid { PER_SLOT_GRID } else { 0 };
+        let per_cell = PER_CELL + if grid { PER_CELL_GRID } else { 0 };
         let margins = match culled {
             true => observers.min(visible.div_ceil(view.max(1))),
             false => 0,
@@ -58,7 +66,7 @@ impl Config {
             .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY))
             .saturating_add(observers.saturating_mul(PER_OBSERVER))
             .saturating_add(margins.saturating_mul(PER_MARGIN))
-            .saturating_add(cells.saturating_mul(PER_CELL))
+            .saturating_add(cells.saturating_mul(per_cell))
     }
 
     /// Whether the world can be cut into squares smaller than a cell, at

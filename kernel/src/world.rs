@@ -12,6 +12,7 @@ use crate::command::{Command, EntityId, Move, Spawn};
 use crate::config::{axis_span, Config, ConfigError, Visibility, MAX_ENTITIES, MAX_RADIUS};
 use crate::coverage::{Path, PathCounts};
 use crate::digest::{config_hash, DigestSums, PairHasher};
+use crate::due_cells::DueCells;
 use crate::emit::{send_enter, send_leave};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
@@ -305,6 +306,9 @@ pub struct World {
     split: split::Split,
     /// Subjects whose update is due this tick.
     due: SlotBits,
+    /// Grid mode: the due subjects by cell, in a tick that walks views for
+    /// them while few are due.
+    due_cells: DueCells,
     /// The slots live observers hold, so that every observer's record can
     /// be read in slot order.
     observer_slots: SlotBits,
@@ -431,6 +435,10 @@ impl World {
             sweep: Sweep::new(&config, slots),
             split: split::Split::default(),
             due: SlotBits::new(slots),
+            due_cells: match config.visibility {
+                Visibility::Grid => DueCells::new(cells, slots),
+                Visibility::Radius => DueCells::new(0, 0),
+            },
             observer_slots: SlotBits::new(slots),
             marks: ViewMarks::new(slots),
             common_layers: u32::MAX,
@@ -766,6 +774,9 @@ impl World {
             }
         }
         let walk = self.plan.updates == Updates::Walked;
+        if walk && self.due_cells.build(&self.due, &self.slots, self.count, t) {
+            self.hit(Path::DueByCells);
+        }
         if view_write == ViewWrite::Stream || walk {
             self.sort_observers();
             if view_write == ViewWrite::Stream {
@@ -790,6 +801,7 @@ impl World {
         }
 
         self.sweep.end_tick();
+        self.due_cells.clear();
         self.slots.settle(
             &self.touched,
             &mut self.due,
@@ -1241,7 +1253,7 @@ impl World {
             ObserverPath::KeepAndWalk => {
                 self.hit(Path::ObserverWalked);
                 self.views.keep(self.slots.entities[slot as usize].view);
-                self.send_updates(slot, core::iter::empty(), sink)
+                self.send_updates(slot, core::iter::empty(), true, sink)
             }
             ObserverPath::Edit => {
                 self.hit(Path::ObserverEdited);
@@ -1391,7 +1403,8 @@ impl World {
             self.sync_margin(slot, view);
         }
         if self.any_due {
-            events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
+            let entered = self.entered.as_slice().iter().copied();
+            events += self.send_updates(slot, entered, true, sink);
         }
         Some(events)
     }
@@ -1541,8 +1554,10 @@ impl World {
             events += 1;
         }
         if self.any_due {
-            // The new view, just written, is still in cache.
-            events += self.send_updates(slot, self.entered.as_slice().iter().copied(), sink);
+            // The new view, just written, is still in cache. A view culled
+            // (ranked) is walked: culling decides who stays in it.
+            let entered = self.entered.as_slice().iter().copied();
+            events += self.send_updates(slot, entered, !ranked, sink);
         }
         events
     }
@@ -1612,15 +1627,54 @@ impl World {
     /// slots `entered`, ascending by id, just entered the view and get no
     /// Update. Where the sweep grouped the few due subjects around a view
     /// it keeps ([`Sweep::due_of`]), each of them is looked up in the view
-    /// instead. Returns the event count.
+    /// instead. Where the tick lists its few due subjects by cell
+    /// (`due_cells.rs`) and the view is the rule's without culling
+    /// (`exact`: not ranked in this tick), an observer that stayed in its
+    /// cell takes them from the cells around it. Returns the event count.
     pub(super) fn send_updates<S: EventSink>(
         &self,
         slot: u32,
         entered: impl Iterator<Item = u32>,
+        exact: bool,
         sink: &mut S,
     ) -> u64 {
         let observer = self.slots.entities[slot as usize].id;
         let mut events = 0;
+        if exact && self.due_cells.active() {
+            let s = slot as usize;
+            let stayed = self.slots.entities[s].cell == self.slots.prev_cells[s]
+                && self.slots.born[s] <= self.tick;
+            let mut due = heapless::Vec::<u32, 256>::new();
+            if stayed
+                && self
+                    .due_cells
+                    .seen_by(slot, &self.grid, &self.slots, &mut due)
+            {
+                let ids = &self.slots.ids;
+                match ids.in_order() {
+                    true => due.sort_unstable(),
+                    false => due.sort_unstable_by_key(|&s| ids.key(s)),
+                }
+                for &s in &due {
+                    sink.event(self.update(observer, ids.id(s), s));
+                }
+                // Debug builds: exactly what the walk below would send.
+                #[cfg(debug_assertions)]
+                {
+                    let (mut entered, mut k) = (entered.peekable(), 0);
+                    let view = self.views.slots(self.slots.entities[s].view);
+                    for &v in view.iter().filter(|&&v| self.due.get(v)) {
+                        while entered.next_if(|&e| ids.key(e) < ids.key(v)).is_some() {}
+                        if entered.next_if_eq(&v).is_none() {
+                            debug_assert_eq!(due.get(k), Some(&v), "due by cells, slot {slot}");
+                            k += 1;
+                        }
+                    }
+                    debug_assert_eq!(k, due.len(), "due by cells, slot {slot}");
+                }
+                return due.len() as u64;
+            }
+        }
         // The entered are in the view, in its order: each is met in turn.
         let mut entered = entered.peekable();
         let view = self.views.slots(self.slots.entities[slot as usize].view);

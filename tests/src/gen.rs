@@ -1033,6 +1033,22 @@ pub fn swarm(seed: u64, ticks: usize, visibility: Visibility) -> Scenario {
     Scenario { config, ticks: out }
 }
 
+/// The dense grid-mode walk where a tenth of the walkers, drawn anew
+/// each tick, stand still, under a throttle that spares the movers (as
+/// the aoi bench's comparable row has it): the Updates due are the
+/// settling ones of those that stopped, few enough that views take them
+/// from the cells around them rather than walking every entry.
+pub fn grid_settling(seed: u64, ticks: usize) -> Scenario {
+    let mut s = dense_walk(seed, ticks, Visibility::Grid);
+    s.config.update_interval = u64::MAX;
+    s.config.move_epsilon = Fix::MAX;
+    s.config.dir_epsilon = 32768;
+    for (t, commands) in s.ticks.iter_mut().enumerate().skip(2) {
+        commands.retain(|c| !(c.entity() + t as u64).is_multiple_of(10));
+    }
+    s
+}
+
 /// `s` with `max_visible` set to `num / den` of the most view entries its
 /// world holds together at the end of any tick without the bound, so that
 /// the bound cuts views in its busiest ticks and not in its calmest.

@@ -211,6 +211,11 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
     let s = swept_view_overfills_while_due();
     checked(&mut total, &s, "swept view overfills while due");
     checked(&mut total, &pairs_overflow(), "pairs overflow");
+    checked(
+        &mut total,
+        &gen::grid_settling(39, 10),
+        "grid walk settling",
+    );
     let missing: Vec<Path> = total.missing().collect();
     assert!(
         missing.is_empty(),

@@ -160,6 +160,9 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
         ));
     }
     all.push(("swarm, grid".into(), gen::swarm(7, 20, Visibility::Grid)));
+    // Few due: views that stayed in their cell take their Updates from the
+    // cells around them, on the tasks' threads too.
+    all.push(("settling, grid".into(), gen::grid_settling(36, 10)));
     // Bounded visible pairs: a split pass lays its ranges out by the most
     // each view can come to, and ticks where that could pass the bound
     // run serially, cutting views to their room.

@@ -544,7 +544,7 @@ impl World {
             });
         }
         if self.plan.updates == Updates::Walked {
-            events += self.send_updates(slot, entered.iter().map(|g| g.2), sink);
+            events += self.send_updates(slot, entered.iter().map(|g| g.2), true, sink);
         }
         events
     }

@@ -375,7 +375,7 @@ impl World {
         let mut events = records.len() as u64;
         if walked {
             let entered = records.iter().filter(|&&r| r & KIND == ENTER);
-            events += self.send_updates(slot, entered.map(|&r| r & !KIND), sink);
+            events += self.send_updates(slot, entered.map(|&r| r & !KIND), true, sink);
         }
         events
     }
