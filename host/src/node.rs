@@ -251,6 +251,9 @@ pub struct Node<A, R, S> {
     commands: Vec<Command>,
     events: Vec<Event>,
     scratch: Vec<Command>,
+    /// The threads that step the world (`config.threads` of them), started
+    /// once here and parked between ticks.
+    threads: Threads,
 }
 
 impl<A, R, S> Node<A, R, S>
@@ -312,6 +315,7 @@ where
             commands: Vec::new(),
             events: Vec::new(),
             scratch: Vec::new(),
+            threads: Threads::new(config.threads),
         };
         Ok((node, report))
     }
@@ -329,6 +333,15 @@ where
     /// The world after the last applied tick.
     pub fn world(&self) -> &World {
         &self.world
+    }
+
+    /// The threads that step the world. A loop that calls
+    /// [`handle_timeout`](Self::handle_timeout) inside
+    /// [`Threads::run`] of a clone of these steps without allocating
+    /// (see [`crate::threads`]); from any other thread it steps alike,
+    /// only a join in 63 allocates.
+    pub fn threads(&self) -> &Threads {
+        &self.threads
     }
 
     /// The protocol endpoint (read-only: connections, their counters).
@@ -767,11 +780,9 @@ where
             self.commands.append(moves);
         }
         self.events.clear();
-        let report = self.world.step_with(
-            &self.commands,
-            &mut self.events,
-            &Threads::new(self.config.threads),
-        );
+        let report = self
+            .world
+            .step_with(&self.commands, &mut self.events, &self.threads);
         // Durable before anything about the tick goes out. The tick is
         // routed and encoded while the storage writes: that sends nothing
         // (the driver drains poll_transmit after this returns), and a

@@ -289,41 +289,47 @@ pub fn serve_with(
     info!(addr = %local, tick_rate = opts.tick_rate, tick = node.world().tick(), npcs = opts.npcs, "serving");
     on_ready(local);
 
-    let mut driver = Driver {
-        outbox: udp_batch::Outbox::new(),
-        inbox: udp_batch::Inbox::new(),
-        nonblocking: false,
-        clock,
-        times: TickTimes::default(),
-        overruns: 0,
-        readings: crate::node::StatsReadings::starting_at(node.stats()),
-        file: StatsFile::new(&opts.data_dir),
-        file_counters: crate::node::NodeStats::default(),
-        drops: socket_buffers::Drops::of(&socket),
-        socket,
-        file_stats: ServeStats {
-            refused: rules::Refusal::ALL
-                .iter()
-                .map(|r| (r.as_str().to_owned(), 0))
-                .collect(),
-            ..ServeStats::default()
-        },
-    };
-    let started = std::time::Instant::now();
-    let result = driver.run(&mut node, &opts, config.server.tick_interval, stop);
-    // Whatever happened, tell the clients and close the journal.
-    node.shutdown();
-    if let Err(e) = driver.flush(&mut node) {
-        debug!("final flush: {e}");
-    }
-    let elapsed = started.elapsed();
-    driver.refresh_stats(&node);
-    driver.file_stats.running = false;
-    if let Err(e) = driver.file.write(&driver.file_stats) {
-        warn!("cannot write the stats file: {e}");
-    }
-    let stats = driver.file_stats;
-    let closed = node.close();
+    // The loop runs on one of the threads that step the world, so that
+    // its ticks' joins allocate nothing (see `crate::threads`); with one
+    // thread, here. The driver is made there: its batches of datagrams
+    // hold raw pointers, so it cannot cross threads.
+    let threads = node.threads().clone();
+    let (result, closed, stats, elapsed) = threads.run(move || {
+        let mut driver = Driver {
+            outbox: udp_batch::Outbox::new(),
+            inbox: udp_batch::Inbox::new(),
+            nonblocking: false,
+            clock,
+            times: TickTimes::default(),
+            overruns: 0,
+            readings: crate::node::StatsReadings::starting_at(node.stats()),
+            file: StatsFile::new(&opts.data_dir),
+            file_counters: crate::node::NodeStats::default(),
+            drops: socket_buffers::Drops::of(&socket),
+            socket,
+            file_stats: ServeStats {
+                refused: rules::Refusal::ALL
+                    .iter()
+                    .map(|r| (r.as_str().to_owned(), 0))
+                    .collect(),
+                ..ServeStats::default()
+            },
+        };
+        let started = std::time::Instant::now();
+        let result = driver.run(&mut node, &opts, config.server.tick_interval, stop);
+        // Whatever happened, tell the clients and close the journal.
+        node.shutdown();
+        if let Err(e) = driver.flush(&mut node) {
+            debug!("final flush: {e}");
+        }
+        let elapsed = started.elapsed();
+        driver.refresh_stats(&node);
+        driver.file_stats.running = false;
+        if let Err(e) = driver.file.write(&driver.file_stats) {
+            warn!("cannot write the stats file: {e}");
+        }
+        (result, node.close(), driver.file_stats, elapsed)
+    });
     drop(lock);
     result?;
     closed?;

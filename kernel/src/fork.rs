@@ -1,8 +1,8 @@
 //! Threads lent by the host: the kernel splits parts of a tick into
 //! independent tasks and hands them to a [`Fork`], which may run them at
 //! once. The kernel spawns nothing and stays `no_std`; a host implements
-//! the trait with its own threads (`lockgrid-host` does, with
-//! `std::thread::scope`).
+//! the trait with its own threads (`lockgrid-host` does, with a pool of
+//! threads parked between ticks).
 //!
 //! The split never changes what a tick produces: tasks write disjoint
 //! buffers, which are joined in a fixed order, so events, their order and

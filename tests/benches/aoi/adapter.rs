@@ -32,8 +32,9 @@ pub struct Seats<'a> {
     pub sight: &'a [Option<i64>],
 }
 
-/// A spatial index under test.
-pub trait Peer {
+/// A spatial index under test (`Send`: the timed loop runs on a thread of
+/// the kernel's pool).
+pub trait Peer: Send {
     /// Brings the index up to date with this tick's positions; `moved` lists
     /// the entities (seats) that spawned or moved.
     fn sync(&mut self, seats: &Seats, moved: &[u32]);

@@ -38,7 +38,9 @@ mod workload;
 use std::fmt::Write as _;
 
 use lockgrid_host::threads::Threads;
-use lockgrid_kernel::{Command, Config, EntityId, Event, EventSink, Visibility, World, MAX_WIDTH};
+use lockgrid_kernel::{
+    Command, Config, EntityId, Event, EventSink, Fork, Visibility, World, MAX_WIDTH,
+};
 
 use adapter::{Adapter, Peer};
 use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
@@ -409,6 +411,9 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         p.timed = t.max(1);
     }
     let observers = spec.observers();
+    // One pool for both threaded rows, started before any row is built so
+    // that no row's bytes count its threads.
+    let threads = Threads::new(opts.threads);
     let brute_timed = p.timed.min(if spec.n > 1_000 { 5 } else { 30 });
     eprintln!("running {} {} ...", spec.name, mode_name(mode));
     let max_visible = match opts.max_visible {
@@ -429,7 +434,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     lineup.push((
         "**lockgrid** (Updates throttled away: same work as the peers)".into(),
         Ok(Entry::new(p.timed, || {
-            Kernel::new(spec, mode, true, opts.threads)
+            Kernel::new(spec, mode, true, &threads)
         })),
     ));
     let full = !opts.lockgrid_only || opts.full_tick;
@@ -437,7 +442,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         lineup.push((
             "lockgrid, full tick (default throttle, with Updates)".into(),
             Ok(Entry::new(p.timed, || {
-                Kernel::new(spec, mode, false, opts.threads)
+                Kernel::new(spec, mode, false, &threads)
             })),
         ));
     }
@@ -448,12 +453,16 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     if opts.threads > 1 {
         lineup.push((
             "lockgrid, 1 thread (the serial step of the bold row)".into(),
-            Ok(Entry::new(p.timed, || Kernel::new(spec, mode, true, 1))),
+            Ok(Entry::new(p.timed, || {
+                Kernel::new(spec, mode, true, &Threads::new(1))
+            })),
         ));
         if full {
             lineup.push((
                 "lockgrid, full tick, 1 thread".into(),
-                Ok(Entry::new(p.timed, || Kernel::new(spec, mode, false, 1))),
+                Ok(Entry::new(p.timed, || {
+                    Kernel::new(spec, mode, false, &Threads::new(1))
+                })),
             ));
         }
     }
@@ -504,26 +513,30 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         .filter_map(|(_, e)| e.as_mut().ok())
         .collect();
     let mut evictor = opts.cold.then(Evictor::new);
-    for tick in 1..=p.warm + p.timed {
-        stream.next_tick(&mut commands);
-        let n = live.len();
-        for k in 0..n {
-            let e = &mut live[(k + tick as usize) % n];
-            if tick > p.warm + e.timed {
-                continue;
-            }
-            let mut tally = Tally::default();
-            if let Some(evictor) = &mut evictor {
-                evictor.sweep();
-            }
-            let before = live_bytes();
-            let (_, dt, allocs) = measured(|| e.contender.step(&commands, &mut tally));
-            e.bytes += live_bytes() - before;
-            if tick > p.warm {
-                e.samples.push(dt, allocs, tally);
+    // On one of the pool's threads, as `lockgrid serve` runs its loop: the
+    // threaded rows' joins then allocate nothing (`lockgrid_host::threads`).
+    threads.run(|| {
+        for tick in 1..=p.warm + p.timed {
+            stream.next_tick(&mut commands);
+            let n = live.len();
+            for k in 0..n {
+                let e = &mut live[(k + tick as usize) % n];
+                if tick > p.warm + e.timed {
+                    continue;
+                }
+                let mut tally = Tally::default();
+                if let Some(evictor) = &mut evictor {
+                    evictor.sweep();
+                }
+                let before = live_bytes();
+                let (_, dt, allocs) = measured(|| e.contender.step(&commands, &mut tally));
+                e.bytes += live_bytes() - before;
+                if tick > p.warm {
+                    e.samples.push(dt, allocs, tally);
+                }
             }
         }
-    }
+    });
 
     let (lg_ms, pairs, floor) = {
         let lg = lineup[0].1.as_ref().expect("lockgrid is always timed");
@@ -710,7 +723,8 @@ impl Entry {
 }
 
 /// Something that runs ticks: the kernel, or a peer behind the adapter.
-trait Contender {
+/// `Send`, since the timed loop runs on a thread of the kernel's pool.
+trait Contender: Send {
     fn step(&mut self, commands: &[Command], tally: &mut Tally);
     fn visible_pairs(&self) -> u64;
     /// Held bytes that are not the contender's own (the shared adapter's).
@@ -746,13 +760,13 @@ impl EventSink for Part {
 }
 
 impl Kernel {
-    fn new(spec: &Spec, mode: Visibility, rare_updates: bool, threads: usize) -> Kernel {
+    fn new(spec: &Spec, mode: Visibility, rare_updates: bool, threads: &Threads) -> Kernel {
         let mut world =
             World::new(spec.config(mode, rare_updates)).expect("workload configs are valid");
-        world.reserve_width(threads);
+        world.reserve_width(threads.width());
         Kernel {
             world,
-            threads: Threads::new(threads),
+            threads: threads.clone(),
             parts: [Part::default(); MAX_WIDTH],
         }
     }
