@@ -7,8 +7,8 @@ use crate::config::{Config, Visibility, MAX_ENTITIES};
 /// copies and room for pairs (16 per slot).
 const PER_SLOT: u64 = 900;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
-/// without hysteresis only.
-const PER_SLOT_SWEEP: u64 = 300;
+/// without hysteresis only (its changes go in the pairs' room).
+const PER_SLOT_SWEEP: u64 = 130;
 /// Bytes per view entry: two halves of 4-byte entries.
 const PER_VIEW_ENTRY: u64 = 8;
 /// Bytes per observer besides its view: its id list entries, cut-off

@@ -104,12 +104,25 @@ pub(crate) fn unpack(word: u32) -> (u32, PairKind) {
     (word & ((1 << KIND_SHIFT) - 1), kind)
 }
 
+/// The two buffers a tick's pairs are recorded and grouped in. The radius
+/// sweep borrows them on the ticks it runs ([`SubjectPairs::lend`]): it
+/// runs only where every view is rebuilt, and then no view reads its pairs,
+/// so one room serves both and a world reserves it once.
+#[derive(Default)]
+pub(crate) struct PairRoom {
+    /// `(observer slot, packed subject)` in the order recorded, one entry
+    /// longer than `grouped` (the sweep records past its end without a
+    /// branch).
+    pub(crate) found: Vec<(u32, u32)>,
+    /// The packed subjects again, each observer's contiguous.
+    pub(crate) grouped: Vec<u32>,
+}
+
 /// This tick's `(observer, subject)` pairs, grouped by observer on demand.
 pub(crate) struct SubjectPairs {
-    /// `(observer slot, packed subject)` in the order recorded.
-    pairs: Vec<(u32, u32)>,
-    /// The packed subjects again, each observer's contiguous.
-    grouped: Vec<u32>,
+    /// The pairs are the first `recorded` of `room.found`.
+    room: PairRoom,
+    recorded: usize,
     /// Per observer slot: its number of pairs this tick.
     count: Vec<u32>,
     /// Per observer slot: where its group ends in `grouped`.
@@ -125,8 +138,11 @@ impl SubjectPairs {
     pub(crate) fn new(slots: u32, per_entity: u32) -> Self {
         let capacity = (slots as usize * per_entity as usize).min(MAX_PAIRS);
         SubjectPairs {
-            pairs: Vec::with_capacity(capacity),
-            grouped: vec![0; capacity],
+            room: PairRoom {
+                found: vec![(0, 0); capacity + 1],
+                grouped: vec![0; capacity],
+            },
+            recorded: 0,
             count: vec![0; slots as usize],
             end: vec![0; slots as usize],
             edits: 0,
@@ -136,14 +152,27 @@ impl SubjectPairs {
 
     /// Empties the set, touching only the observers the last tick used.
     pub(crate) fn clear(&mut self) {
-        for &(observer, _) in &self.pairs {
+        for &(observer, _) in self.room.found.get(..self.recorded).unwrap_or(&[]) {
             if let Some(c) = self.count.get_mut(observer as usize) {
                 *c = 0;
             }
         }
-        self.pairs.clear();
+        self.recorded = 0;
         self.edits = 0;
         self.overflowed = false;
+    }
+
+    /// Empties the set and lends its room out for the rest of the tick:
+    /// until [`SubjectPairs::take_back`], every push overflows and every
+    /// observer has no pairs.
+    pub(crate) fn lend(&mut self) -> PairRoom {
+        self.clear();
+        core::mem::take(&mut self.room)
+    }
+
+    /// Takes back the room [`SubjectPairs::lend`] gave out.
+    pub(crate) fn take_back(&mut self, room: PairRoom) {
+        self.room = room;
     }
 
     /// Records a pair; `false` (and [`SubjectPairs::overflowed`] from then
@@ -152,14 +181,20 @@ impl SubjectPairs {
         let Some(c) = self.count.get_mut(observer as usize) else {
             return false;
         };
-        // `grouped` is the room: `pairs` may have been given more.
-        if self.overflowed || self.pairs.len() >= self.grouped.len() {
+        let at = self.recorded;
+        // `grouped` is the room: `found` has one entry more.
+        let slot = match at < self.room.grouped.len() {
+            true => self.room.found.get_mut(at),
+            false => None,
+        };
+        let Some(slot) = slot.filter(|_| !self.overflowed) else {
             self.overflowed = true;
             return false;
-        }
+        };
+        *slot = (observer, pack(subject, kind));
         *c += 1;
         self.edits += u32::from(kind != PairKind::Update);
-        self.pairs.push((observer, pack(subject, kind)));
+        self.recorded += 1;
         true
     }
 
@@ -180,7 +215,8 @@ impl SubjectPairs {
         // `end` doubles as the fill cursor: it starts where the group
         // starts and finishes where it ends.
         let mut next = 0u32;
-        if self.pairs.len() >= self.count.len() / 4 {
+        let pairs = self.room.found.get(..self.recorded).unwrap_or(&[]);
+        if pairs.len() >= self.count.len() / 4 {
             // Groups in slot order: observers are updated in id order,
             // which slots follow, so they read their groups in one stream
             // instead of one jump each.
@@ -191,17 +227,17 @@ impl SubjectPairs {
         } else {
             // Few pairs: place each group when its first pair is met, and
             // touch only the observers that have one.
-            for &(observer, _) in &self.pairs {
+            for &(observer, _) in pairs {
                 self.end[observer as usize] = u32::MAX;
             }
         }
-        for &(observer, word) in &self.pairs {
+        for &(observer, word) in pairs {
             let o = observer as usize;
             if self.end[o] == u32::MAX {
                 self.end[o] = next;
                 next += self.count[o];
             }
-            if let Some(at) = self.grouped.get_mut(self.end[o] as usize) {
+            if let Some(at) = self.room.grouped.get_mut(self.end[o] as usize) {
                 *at = word;
             }
             self.end[o] += 1;
@@ -218,7 +254,7 @@ impl SubjectPairs {
         }
         let end = self.end.get(o).copied().unwrap_or(0) as usize;
         let start = end.saturating_sub(n);
-        self.grouped.get(start..end).unwrap_or(&[])
+        self.room.grouped.get(start..end).unwrap_or(&[])
     }
 }
 

@@ -56,6 +56,7 @@ use crate::scan::{Candidates, ScanRecord};
 use crate::slot_bits::SlotBits;
 use crate::slot_table::{Gone, SlotTable};
 use crate::squares::{step_within, PackedSquares, Widths, JUMPED};
+use crate::subject_pairs::PairRoom;
 use crate::view::Views;
 
 /// A slot whose observer's view the sweep does not keep this tick: an
@@ -76,20 +77,21 @@ const DUE_SHARE: u32 = 8;
 ///
 /// The sweep groups its changes itself rather than through the tick's
 /// `SubjectPairs`: it records them without a branch, and handing them
-/// over one push at a time measured 4% slower at uniform-10k radius.
-const CHANGES_PER_ENTITY: usize = 16;
+/// over one push at a time measured 4% slower at uniform-10k radius. It
+/// records them in the pairs' room, though, which it borrows for the tick
+/// ([`Sweep::borrow_room`]), so its room is the pairs' (16 per slot).
 
 /// The sweep's buffers, sized at construction.
 pub(crate) struct Sweep {
     /// Per slot: the enter distance² of an observer whose view the sweep
     /// keeps this tick, else [`NOT_SWEPT`].
     enter2: Vec<u64>,
-    /// `(observer slot, subject slot | ENTERED)` as found.
-    found: Vec<(u32, u32)>,
-    /// The same subjects grouped by observer: `by_observer[at[o]..at[o + 1]]`;
-    /// after them, the due subjects around each viewer (see
-    /// [`Sweep::due_of`]), grouped by `due_at` the same way.
-    by_observer: Vec<u32>,
+    /// Borrowed from the tick's pairs while the sweep runs, else empty:
+    /// `found` holds `(observer slot, subject slot | ENTERED)` as found,
+    /// and `grouped` the same subjects grouped by observer,
+    /// `grouped[at[o]..at[o + 1]]`; after them, the due subjects around
+    /// each viewer (see [`Sweep::due_of`]), grouped by `due_at` the same way.
+    room: PairRoom,
     at: Vec<u32>,
     due_at: Vec<u32>,
     /// One viewer's partners near enough to the radius to test twice: one
@@ -123,11 +125,9 @@ impl Sweep {
             Some(_) => (slots as usize, config.max_entities as usize),
             None => (0, 0),
         };
-        let room = CHANGES_PER_ENTITY * max_entities;
         Sweep {
             enter2: vec![NOT_SWEPT; n],
-            found: vec![(0, 0); room + 1],
-            by_observer: vec![0; room],
+            room: PairRoom::default(),
             at: vec![0; n + 1],
             due_at: vec![0; n + 1],
             bands: vec![vec![0; max_entities + 1]],
@@ -143,12 +143,17 @@ impl Sweep {
     /// Groups the first `k` changes found by observer and makes them this
     /// tick's; then the `d` due pairs found after them, if any.
     fn group(&mut self, k: usize, due: Option<usize>) {
-        group_by_observer(&self.found[..k], &mut self.by_observer, &mut self.at, 0);
+        let PairRoom { found, grouped } = &mut self.room;
+        group_by_observer(&found[..k], grouped, &mut self.at, 0);
         self.active = true;
         self.due_active = false;
         if let Some(d) = due {
-            let (found, by_observer) = (&self.found[k..k + d], &mut self.by_observer[k..]);
-            group_by_observer(found, by_observer, &mut self.due_at, k as u32);
+            group_by_observer(
+                &found[k..k + d],
+                &mut grouped[k..],
+                &mut self.due_at,
+                k as u32,
+            );
             self.due_active = true;
         }
     }
@@ -169,9 +174,18 @@ impl Sweep {
     }
 
     /// Forgets the tick's changes: views are rebuilt unless swept again.
-    pub(crate) fn end_tick(&mut self) {
+    /// Ends the tick; gives back the pairs' room if it was borrowed.
+    pub(crate) fn end_tick(&mut self) -> Option<PairRoom> {
         self.active = false;
         self.due_active = false;
+        let borrowed = !self.room.found.is_empty();
+        borrowed.then(|| core::mem::take(&mut self.room))
+    }
+
+    /// Borrows the tick's pairs' room for [`Sweep::find_changes`], until
+    /// [`Sweep::end_tick`] gives it back.
+    pub(crate) fn borrow_room(&mut self, room: PairRoom) {
+        self.room = room;
     }
 }
 
@@ -223,7 +237,8 @@ impl Sweep {
         else {
             return &[];
         };
-        self.by_observer
+        self.room
+            .grouped
             .get(from as usize..to as usize)
             .unwrap_or(&[])
     }
@@ -245,7 +260,7 @@ impl Sweep {
         }
         let from = *self.due_at.get(slot as usize)? as usize;
         let to = *self.due_at.get(slot as usize + 1)? as usize;
-        self.by_observer.get(from..to)
+        self.room.grouped.get(from..to)
     }
 
     /// Finds every sweepable observer's changes for tick `t` (see the
@@ -260,6 +275,10 @@ impl Sweep {
         (step, t): (i64, u64),
         fork: &F,
     ) -> bool {
+        // `found` keeps one entry spare past the room.
+        let Some(room) = self.room.found.len().checked_sub(1) else {
+            return false;
+        };
         if !self.possible() {
             return false;
         }
@@ -313,7 +332,6 @@ impl Sweep {
             (&*viewers, others)
         };
         let (cols, rows) = squares.dims();
-        let room = sweep.found.len() - 1;
         let mut k = 0usize;
         // Jumps, spawns and despawns, around where each was and is.
         for a in squares.records().iter().filter(|e| e.dx == JUMPED) {
@@ -322,12 +340,12 @@ impl Sweep {
                 false => slots.before.get(a.slot as usize).copied(),
             };
             let (at, near) = (Some((a.x, a.y)), (viewers, &enter2[..], reach));
-            k = around(&mut sweep.found, k, near, a.slot, at, before);
+            k = around(&mut sweep.room.found, k, near, a.slot, at, before);
         }
         for g in scene.gone {
             let was = Some((g.pos.x.to_bits(), g.pos.y.to_bits()));
             k = around(
-                &mut sweep.found,
+                &mut sweep.room.found,
                 k,
                 (viewers, enter2, reach),
                 g.slot,
@@ -350,7 +368,7 @@ impl Sweep {
             other_step,
             widths: Widths::new(reach),
         };
-        let Some(k) = pairs.split(fork, k, &mut sweep.found, &mut sweep.bands) else {
+        let Some(k) = pairs.split(fork, k, &mut sweep.room.found, &mut sweep.bands) else {
             return false;
         };
         if k >= room {
@@ -359,7 +377,7 @@ impl Sweep {
         let due = scene.due.and_then(|due| {
             let limit = scene.count / DUE_SHARE;
             let around = (viewers, &enter2[..], r_max);
-            due_pairs(&mut sweep.found[k..room], around, due, slots, limit)
+            due_pairs(&mut sweep.room.found[k..room], around, due, slots, limit)
         });
         sweep.group(k, due);
         // Each group ascends by slot: by id too where slots are in order.
@@ -374,7 +392,7 @@ impl Sweep {
     fn sort_due_by_id(&mut self, ids: &crate::slot_ids::SlotIds) {
         for o in 0..self.due_at.len() - 1 {
             let (from, to) = (self.due_at[o] as usize, self.due_at[o + 1] as usize);
-            if let Some(group) = self.by_observer.get_mut(from..to) {
+            if let Some(group) = self.room.grouped.get_mut(from..to) {
                 group.sort_unstable_by_key(|&s| ids.key(s));
             }
         }
@@ -436,7 +454,7 @@ impl Sweep {
             (o.id, o.view)
         };
         let group = self.at[slot as usize] as usize..self.at[slot as usize + 1] as usize;
-        let changes = &mut self.by_observer[group];
+        let changes = &mut self.room.grouped[group];
         // Leaves first, then Enters, each ascending by id.
         let ids = &edit.slots.ids;
         match ids.in_order() {

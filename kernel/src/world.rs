@@ -800,7 +800,9 @@ impl World {
             }
         }
 
-        self.sweep.end_tick();
+        if let Some(room) = self.sweep.end_tick() {
+            self.pairs.take_back(room);
+        }
         self.due_cells.clear();
         self.slots.settle(
             &self.touched,
@@ -1348,8 +1350,10 @@ impl World {
         let special = u64::from(jumped) + self.gone.len() as u64;
         let (observers, count) = (u64::from(self.observers), u64::from(self.count));
         if steady && plan::sweep_allowed(observers, count, Some(special)) {
-            // The sweep walks the live observers by id.
+            // The sweep walks the live observers by id, and records its
+            // changes where pairs would be: this tick edits no view by pairs.
             self.sort_observers();
+            self.sweep.borrow_room(self.pairs.lend());
             let scene = Scene {
                 slots: &self.slots,
                 views: &self.views,
