@@ -71,17 +71,16 @@ pub(crate) const ENTERED: u32 = 1 << 31;
 /// walking every view for them costs less.
 const DUE_SHARE: u32 = 8;
 
-/// Changes found per entity before a sweep gives up (the views are then
-/// rebuilt): the uniform walk makes about five per observer, and one in
-/// twenty jumping anywhere about twelve.
-///
-/// The sweep groups its changes itself rather than through the tick's
-/// `SubjectPairs`: it records them without a branch, and handing them
-/// over one push at a time measured 4% slower at uniform-10k radius. It
-/// records them in the pairs' room, though, which it borrows for the tick
-/// ([`Sweep::borrow_room`]), so its room is the pairs' (16 per slot).
-
 /// The sweep's buffers, sized at construction.
+///
+/// The sweep gives up (the views are then rebuilt) when its changes
+/// outgrow the pairs' room, 16 per slot: the uniform walk makes about five
+/// per observer, and one in twenty jumping anywhere about twelve. It
+/// groups its changes itself rather than through the tick's
+/// `SubjectPairs`: it records them without a branch, and handing them
+/// over one push at a time measured 4% slower at uniform-10k radius; but
+/// it records them in the pairs' room, which it borrows for the tick
+/// ([`Sweep::borrow_room`]).
 pub(crate) struct Sweep {
     /// Per slot: the enter distance² of an observer whose view the sweep
     /// keeps this tick, else [`NOT_SWEPT`].
