@@ -42,8 +42,12 @@ pub(crate) struct Squares<T> {
     records: Vec<T>,
     /// The records in the order given, with their squares, before the
     /// sort; empty in a copy that is only ever copied into (see
-    /// [`Squares::copy_mapped`]).
+    /// [`Squares::copy_mapped`]) or sorted by index.
     walk: Vec<(u32, T)>,
+    /// The records' indexes in the order given, with their squares, for
+    /// [`Squares::rebuild_by_index`]: 8 bytes a record, not a record's size
+    /// and more.
+    order: Vec<(u32, u32)>,
 }
 
 impl<T: Copy + Default> Squares<T> {
@@ -54,6 +58,15 @@ impl<T: Copy + Default> Squares<T> {
     pub(crate) fn new(config: &Config, capacity: u32) -> Option<Self> {
         let mut squares = Self::copy_of(config, capacity)?;
         squares.walk = vec![(0, T::default()); capacity as usize];
+        Some(squares)
+    }
+
+    /// [`Squares::new`] with room to sort by index only
+    /// ([`Squares::rebuild_by_index`]), for records whose source reads
+    /// again cheaply.
+    pub(crate) fn by_index(config: &Config, capacity: u32) -> Option<Self> {
+        let mut squares = Self::copy_of(config, capacity)?;
+        squares.order = vec![(0, 0); capacity as usize];
         Some(squares)
     }
 
@@ -98,6 +111,7 @@ impl<T: Copy + Default> Squares<T> {
                     fill: vec![0; squares],
                     records: vec![T::default(); n],
                     walk: Vec::new(),
+                    order: Vec::new(),
                 });
             }
             shift += 1;
@@ -150,6 +164,37 @@ impl<T: Copy + Default> Squares<T> {
             let at = self.fill[square as usize] as usize;
             self.fill[square as usize] += 1;
             self.records[at] = record;
+        }
+    }
+
+    /// Sorts into their squares the records `fetch` gives for each index
+    /// of `keys`, each at its raw `(x, y)`: [`Squares::rebuild`] for a copy
+    /// built by [`Squares::by_index`], which reads each record twice (once
+    /// for its place, once to copy it) rather than keeping it in between.
+    pub(crate) fn rebuild_by_index(
+        &mut self,
+        keys: impl Iterator<Item = (i64, i64, u32)>,
+        fetch: impl Fn(u32) -> T,
+    ) {
+        self.start.fill(0);
+        let mut n = 0;
+        for (x, y, index) in keys {
+            let square = self.square_of(x, y);
+            let Some(at) = self.order.get_mut(n) else {
+                break;
+            };
+            *at = (square, index);
+            self.start[square as usize + 1] += 1;
+            n += 1;
+        }
+        for q in 0..self.fill.len() {
+            self.start[q + 1] += self.start[q];
+            self.fill[q] = self.start[q];
+        }
+        for &(square, index) in &self.order[..n] {
+            let at = self.fill[square as usize] as usize;
+            self.fill[square as usize] += 1;
+            self.records[at] = fetch(index);
         }
     }
 

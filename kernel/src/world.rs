@@ -353,7 +353,9 @@ impl World {
         let copy_observers = u64::from(cells)
             <= plan::OBSERVER_COPY_MAX_CELLS_PER_OBSERVER * u64::from(config.max_observers);
         let observer_squares = match config.visibility {
-            Visibility::Radius if copy_observers => Squares::new(&config, config.max_observers),
+            Visibility::Radius if copy_observers => {
+                Squares::by_index(&config, config.max_observers)
+            }
             _ => None,
         };
         let observer_cells = match copy_observers && observer_squares.is_none() {
@@ -841,13 +843,15 @@ impl World {
         match (self.plan.pair_source, &mut self.observer_squares) {
             (PairSource::SquareCopy, Some(squares)) => {
                 // Squares sort by position anyway: read the records in
-                // slot order, one stream, not cell by cell.
+                // slot order, one stream, not cell by cell; and read them
+                // again to copy them, a second stream, rather than keep
+                // them in between.
                 let all = self.observer_slots.ones().filter_map(|o| {
-                    let w = *watchers.get(o as usize)?;
-                    let (x, y) = w.at();
-                    Some((x, y, (o, w)))
+                    let (x, y) = watchers.get(o as usize)?.at();
+                    Some((x, y, o))
                 });
-                squares.rebuild(all);
+                let record = |o: u32| (o, watchers.get(o as usize).copied().unwrap_or_default());
+                squares.rebuild_by_index(all, record);
             }
             (PairSource::CellCopy, _) => self.observer_cells.rebuild(|c| {
                 grid.observers(c)
