@@ -74,7 +74,7 @@ const DUE_SHARE: u32 = 8;
 /// The sweep's buffers, sized at construction.
 ///
 /// The sweep gives up (the views are then rebuilt) when its changes
-/// outgrow the pairs' room, 16 per slot: the uniform walk makes about five
+/// outgrow the pairs' room, 16 per slot (at most 2^24 in all): the uniform walk makes about five
 /// per observer, and one in twenty jumping anywhere about twelve. It
 /// groups its changes itself rather than through the tick's
 /// `SubjectPairs`: it records them without a branch, and handing them
@@ -172,8 +172,8 @@ impl Sweep {
         self.viewers.is_some()
     }
 
-    /// Forgets the tick's changes: views are rebuilt unless swept again.
-    /// Ends the tick; gives back the pairs' room if it was borrowed.
+    /// Forgets the tick's changes (views are rebuilt unless swept again)
+    /// and gives back the pairs' room if it was borrowed.
     pub(crate) fn end_tick(&mut self) -> Option<PairRoom> {
         self.active = false;
         self.due_active = false;
