@@ -73,7 +73,9 @@ use core::fmt;
 use std::collections::BTreeMap;
 
 use crate::threads::Threads;
-use lockgrid_kernel::{Command, CommandKind, Config, EntityId, Event, Spawn, TickReport, World};
+use lockgrid_kernel::{
+    Command, CommandKind, Config, EntityId, Event, Fork, Spawn, TickReport, World,
+};
 use lockgrid_protocol::{
     BufferTooSmall, ConnId, DisconnectReason, Instant, Server, ServerConfig, ServerEvent,
     ServerSecurity, Transmit, WorldParams,
@@ -264,14 +266,39 @@ where
 {
     /// Opens `storage` (a new journal for a world of `world`, or the
     /// journal's own world, recovered) and gets the node ready for its first
-    /// tick, due one interval after `now`.
+    /// tick, due one interval after `now`. The node starts its own
+    /// `config.threads` threads.
     pub fn open(
+        now: Instant,
+        config: NodeConfig,
+        world: &Config,
+        rules: R,
+        storage: S,
+    ) -> Result<(Self, RestoreReport), NodeError> {
+        let threads = Threads::new(config.threads);
+        Self::open_on(now, config, world, rules, storage, threads)
+    }
+
+    /// [`Node::open`] stepping with `threads`, a pool its host made
+    /// before the node, of `config.threads` threads: a host whose loop
+    /// must start before the node exists (a cluster node's runtime, which
+    /// joins the cluster first) runs it in [`Threads::run`] of that pool,
+    /// so that the node's joins allocate nothing (see [`Node::threads`]).
+    pub fn open_on(
         now: Instant,
         config: NodeConfig,
         world: &Config,
         mut rules: R,
         mut storage: S,
+        threads: Threads,
     ) -> Result<(Self, RestoreReport), NodeError> {
+        if threads.width() != config.threads.max(1) {
+            return Err(NodeError::Config(format!(
+                "a pool of {} threads for a node of {}",
+                threads.width(),
+                config.threads
+            )));
+        }
         world
             .validate()
             .map_err(|e| NodeError::Config(format!("world config: {e}")))?;
@@ -315,7 +342,7 @@ where
             commands: Vec::new(),
             events: Vec::new(),
             scratch: Vec::new(),
-            threads: Threads::new(config.threads),
+            threads,
         };
         Ok((node, report))
     }

@@ -1,5 +1,6 @@
 //! Three NATS servers in a JetStream cluster, three `lockgrid serve
-//! --cluster` nodes, walking clients spread over them; the leading node is
+//! --cluster` nodes (one stepping with 2 threads), walking clients spread
+//! over them; the leading node is
 //! killed with SIGKILL once, and one NATS server once: the one leading the
 //! stream's Raft group, the hard case (the leader's append fails, the
 //! stream re-elects for 4-9 s, the consumers that server held are gone).
@@ -33,11 +34,14 @@ fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
         // Each node lists the servers from another one first.
         let mut mine = urls.clone();
         mine.rotate_left(i);
+        // One node steps with 2 threads, its loop on their pool: its
+        // digests must be the serial nodes' and the stream's.
+        let threads = if i == 1 { "2" } else { "1" };
         let node = start_node(
             &mine.join(","),
             world,
             &tmp.path().join(format!("node{i}")),
-            &["--npcs", "5", "--snapshot-every", "100"],
+            &["--npcs", "5", "--snapshot-every", "100", "--threads", threads],
         );
         nodes.push(node);
     }

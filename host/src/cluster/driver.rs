@@ -53,6 +53,7 @@ use crate::metrics::{ClusterFigures, ServeMetrics};
 use crate::node::{Node, NodeConfig, StatsReadings, CLIENT_ID_BASE};
 use crate::serve::{DefaultRules, ServeOptions};
 use crate::store::{decode_snapshot, encode_snapshot};
+use crate::threads::Threads;
 
 /// How `lockgrid serve` joins a cluster.
 #[derive(Clone, Debug)]
@@ -273,13 +274,20 @@ pub fn serve_cluster(
     opts: ServeOptions,
     cluster: ClusterOptions,
     stop: &AtomicBool,
-    on_ready: impl FnOnce(SocketAddr),
+    on_ready: impl FnOnce(SocketAddr) + Send,
 ) -> Result<ClusterSummary, ClusterError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ClusterError::Io)?;
-    runtime.block_on(run(opts, cluster, stop, on_ready))
+    // The runtime runs on one of the threads that step the world, as
+    // `lockgrid serve`'s loop does, so that its ticks' joins start the
+    // other thread's task in tens of microseconds and allocate nothing
+    // (see `crate::threads`); with one thread, here.
+    let threads = Threads::new(opts.threads);
+    threads.clone().run(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ClusterError::Io)?;
+        runtime.block_on(run(opts, cluster, stop, on_ready, threads))
+    })
 }
 
 /// Refuses a world this node's options cannot serve: more NPCs than it
@@ -294,6 +302,7 @@ async fn run(
     cluster: ClusterOptions,
     stop: &AtomicBool,
     on_ready: impl FnOnce(SocketAddr),
+    threads: Threads,
 ) -> Result<ClusterSummary, ClusterError> {
     crate::serve::check_options(&opts).map_err(|e| ClusterError::Options(e.to_string()))?;
     std::fs::create_dir_all(&opts.data_dir).map_err(ClusterError::Io)?;
@@ -348,8 +357,9 @@ async fn run(
     // The Unix time of the clock's zero, for connect tokens' expiry.
     let unix_secs_at_zero = crate::token::unix_now();
     let storage = StreamStorage::new(config, start);
-    let (mut node, report) = Node::open(clock.now(), node_config, &config, rules, storage)
-        .map_err(ClusterError::Node)?;
+    let (mut node, report) =
+        Node::open_on(clock.now(), node_config, &config, rules, storage, threads)
+            .map_err(ClusterError::Node)?;
     info!("{report}");
     if last > 0 {
         // A running world: its clients belong to other nodes.
