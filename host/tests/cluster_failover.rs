@@ -41,7 +41,14 @@ fn leader_and_nats_server_killed_nothing_acknowledged_is_lost() {
             &mine.join(","),
             world,
             &tmp.path().join(format!("node{i}")),
-            &["--npcs", "5", "--snapshot-every", "100", "--threads", threads],
+            &[
+                "--npcs",
+                "5",
+                "--snapshot-every",
+                "100",
+                "--threads",
+                threads,
+            ],
         );
         nodes.push(node);
     }

@@ -145,26 +145,9 @@ impl<T: Copy + Default> Squares<T> {
     /// Records beyond the capacity are dropped; callers size it for every
     /// record there can be.
     pub(crate) fn rebuild(&mut self, records: impl Iterator<Item = (i64, i64, T)>) {
-        self.start.fill(0);
-        let mut n = 0;
-        for (x, y, record) in records {
-            let square = self.square_of(x, y);
-            let Some(at) = self.walk.get_mut(n) else {
-                break;
-            };
-            *at = (square, record);
-            self.start[square as usize + 1] += 1;
-            n += 1;
-        }
-        for q in 0..self.fill.len() {
-            self.start[q + 1] += self.start[q];
-            self.fill[q] = self.start[q];
-        }
-        for &(square, record) in &self.walk[..n] {
-            let at = self.fill[square as usize] as usize;
-            self.fill[square as usize] += 1;
-            self.records[at] = record;
-        }
+        let mut walk = core::mem::take(&mut self.walk);
+        self.sort(&mut walk, records, |record| record);
+        self.walk = walk;
     }
 
     /// Sorts into their squares the records `fetch` gives for each index
@@ -176,14 +159,27 @@ impl<T: Copy + Default> Squares<T> {
         keys: impl Iterator<Item = (i64, i64, u32)>,
         fetch: impl Fn(u32) -> T,
     ) {
+        let mut order = core::mem::take(&mut self.order);
+        self.sort(&mut order, keys, fetch);
+        self.order = order;
+    }
+
+    /// The counting sort of both rebuilds: each item's square and key
+    /// noted in `walk`, in the order given, then each key's record placed.
+    fn sort<K: Copy>(
+        &mut self,
+        walk: &mut [(u32, K)],
+        items: impl Iterator<Item = (i64, i64, K)>,
+        record: impl Fn(K) -> T,
+    ) {
         self.start.fill(0);
         let mut n = 0;
-        for (x, y, index) in keys {
+        for (x, y, key) in items {
             let square = self.square_of(x, y);
-            let Some(at) = self.order.get_mut(n) else {
+            let Some(at) = walk.get_mut(n) else {
                 break;
             };
-            *at = (square, index);
+            *at = (square, key);
             self.start[square as usize + 1] += 1;
             n += 1;
         }
@@ -191,10 +187,10 @@ impl<T: Copy + Default> Squares<T> {
             self.start[q + 1] += self.start[q];
             self.fill[q] = self.start[q];
         }
-        for &(square, index) in &self.order[..n] {
+        for &(square, key) in &walk[..n] {
             let at = self.fill[square as usize] as usize;
             self.fill[square as usize] += 1;
-            self.records[at] = fetch(index);
+            self.records[at] = record(key);
         }
     }
 
