@@ -15,6 +15,7 @@
 //! | `lockgrid_tick` | gauge | the world's tick |
 //! | `lockgrid_tick_overruns_total` | counter | ticks whose work took longer than the interval |
 //! | `lockgrid_late_ticks_total` | counter | ticks that started more than an interval late |
+//! | `lockgrid_pool_grown_total` | counter | packet records, part blocks and pending ticks the server allocated because its pools were empty (new high-water marks of data in flight) |
 //! | `lockgrid_clients` | gauge | clients connected now |
 //! | `lockgrid_connections_total` | counter | connections accepted |
 //! | `lockgrid_entities` | gauge | live entities |
@@ -98,6 +99,7 @@ struct Inner {
     tick: Gauge,
     overruns: Counter,
     late_ticks: Counter,
+    pool_grown: Counter,
     clients: Gauge,
     connections: Counter,
     entities: Gauge,
@@ -189,6 +191,7 @@ impl ServeMetrics {
             tick: Gauge::default(),
             overruns: Counter::default(),
             late_ticks: Counter::default(),
+            pool_grown: Counter::default(),
             clients: Gauge::default(),
             connections: Counter::default(),
             entities: Gauge::default(),
@@ -234,6 +237,8 @@ impl ServeMetrics {
         r.register("tick_overruns", help, inner.overruns.clone());
         let help = "Ticks that started more than one interval after their slot.";
         r.register("late_ticks", help, inner.late_ticks.clone());
+        let help = "Packet records, part blocks and pending ticks allocated because the server's pools were empty.";
+        r.register("pool_grown", help, inner.pool_grown.clone());
         r.register("clients", "Clients connected now.", inner.clients.clone());
         let help = "Connections accepted.";
         r.register("connections", help, inner.connections.clone());
@@ -345,6 +350,7 @@ impl ServeMetrics {
         };
         grow(&m.ticks, before.ticks_run, now.ticks_run);
         grow(&m.late_ticks, before.late_ticks, now.late_ticks);
+        grow(&m.pool_grown, before.pool_grown, now.pool_grown);
         grow(&m.connections, before.connections, now.connections);
         grow(&m.bytes_in, before.bytes_in, now.bytes_in);
         grow(&m.bytes_out, before.bytes_out, now.bytes_out);

@@ -415,6 +415,7 @@ where
         // packets that are not what they claim are counted with the node's.
         // (Totals the server keeps: no connection is visited.)
         let server = self.server.stats();
+        s.pool_grown = server.pool_grown;
         for (why, n) in [
             (
                 Refusal::Malformed,

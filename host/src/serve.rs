@@ -652,6 +652,7 @@ impl Driver {
         s.tick_max_us = self.times.max_us();
         s.overruns = self.overruns;
         s.late_ticks = n.late_ticks;
+        s.pool_grown = n.pool_grown;
         s.clients = n.clients;
         s.connections = n.connections;
         s.events = n.events;

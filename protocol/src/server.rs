@@ -151,6 +151,12 @@ pub struct ServerStats {
     /// Commands that named another entity than their connection's, over
     /// all connections (the sum of [`ConnStats::foreign_commands`]).
     pub foreign_commands: u64,
+    /// Packet records, part blocks and pending ticks allocated after
+    /// accept because their pools were empty: a burst of more in flight at
+    /// once than the connections brought (8 of each a connection). Each
+    /// stays in its pool, so this counts new high-water marks; a steady
+    /// server keeps it still, and a rising one means ticks that allocate.
+    pub pool_grown: u64,
 }
 
 /// Why [`Server::push_tick`] refused a tick; nothing was queued.
@@ -217,6 +223,8 @@ impl core::error::Error for ConnError {}
 #[derive(Debug, Default)]
 struct Spare {
     sent: Vec<SentData>,
+    /// Packet records made because `sent` was empty.
+    sent_grown: u64,
     blocks: Blocks,
 }
 
@@ -257,7 +265,10 @@ fn new_record() -> SentData {
 
 impl Spare {
     fn sent(&mut self) -> SentData {
-        self.sent.pop().unwrap_or_else(new_record)
+        self.sent.pop().unwrap_or_else(|| {
+            self.sent_grown += 1;
+            new_record()
+        })
     }
 
     /// A connection's share, added when its client is accepted.
@@ -473,6 +484,7 @@ impl<A: Clone + Ord> Server<A> {
             staging: Scratch::with_room(view_room(&world), view_room(&world).min(config.mtu)),
             spare: Spare {
                 sent: Vec::new(),
+                sent_grown: 0,
                 blocks: Blocks::new(config.part_budget()),
             },
             pacer_scratch: match config.budget_bytes_per_sec {
@@ -603,7 +615,10 @@ impl<A: Clone + Ord> Server<A> {
 
     /// Server-wide counters.
     pub fn stats(&self) -> ServerStats {
-        self.stats
+        ServerStats {
+            pool_grown: self.spare.sent_grown + self.spare.blocks.grown,
+            ..self.stats
+        }
     }
 
     /// A connection's counters.

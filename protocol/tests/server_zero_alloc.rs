@@ -119,9 +119,13 @@ fn steady_state_is_allocation_free(
     let mut down_at: Vec<(u32, usize, usize)> = Vec::with_capacity(1 << 14);
     let (mut sent, mut allocated) = (0u64, Vec::new());
     let (mut dropped, mut inputs) = (0u64, 0u64);
+    let mut grown_after_warm_up = 0;
     for t in 1..=WARM_UP + MEASURED {
         let now = Instant::from_micros(1 + t * 50_000);
         let measured = t > WARM_UP;
+        if t == WARM_UP + 1 {
+            grown_after_warm_up = server.stats().pool_grown;
+        }
         up.clear();
         up_at.clear();
         // Each client sends its state every tick, standing where it was
@@ -228,6 +232,11 @@ fn steady_state_is_allocation_free(
         "{name}: {} of {MEASURED} ticks allocated, first: {:?}",
         allocated.len(),
         &allocated[..allocated.len().min(5)]
+    );
+    assert_eq!(
+        server.stats().pool_grown,
+        grown_after_warm_up,
+        "{name}: the pools stayed as they were"
     );
     let retransmitted: u64 = server
         .connections()

@@ -394,6 +394,11 @@ fn a_client_that_stops_acking_is_disconnected_not_buffered_forever() {
     };
     let mut p = Pair::new(config, b"t");
     p.run(Duration::from_millis(100), true);
+    assert_eq!(
+        p.server.stats().pool_grown,
+        0,
+        "the connection brought its share"
+    );
     p.cut_uplink = true;
     for tick in 1..=25 {
         p.server.push_tick(p.now, tick, 0, &[]).unwrap();
@@ -408,6 +413,10 @@ fn a_client_that_stops_acking_is_disconnected_not_buffered_forever() {
         }
     }
     assert_eq!(p.server_disconnect(), Some(DisconnectReason::TooFarBehind));
+    // 20 pending ticks against the 8 the connection brought: the pools
+    // grew, and say so.
+    let grown = p.server.stats().pool_grown;
+    assert!(grown >= 12, "pool growth is counted: {grown}");
 }
 
 #[test]

@@ -16,6 +16,11 @@ pub struct NodeStats {
     pub ticks_run: u64,
     /// Ticks that started more than one interval after their slot.
     pub late_ticks: u64,
+    /// Packet records, part blocks and pending ticks the protocol server
+    /// allocated because its pools were empty
+    /// ([`ServerStats::pool_grown`](lockgrid_protocol::ServerStats::pool_grown)):
+    /// each a new high-water mark of data in flight.
+    pub pool_grown: u64,
     /// Clients connected now.
     pub clients: u64,
     /// Connections accepted.
@@ -87,6 +92,7 @@ impl NodeStats {
             tick,
             ticks_run,
             late_ticks,
+            pool_grown,
             clients,
             connections,
             events,
@@ -104,6 +110,7 @@ impl NodeStats {
         self.tick = *tick;
         self.ticks_run = *ticks_run;
         self.late_ticks = *late_ticks;
+        self.pool_grown = *pool_grown;
         self.clients = *clients;
         self.connections = *connections;
         self.events = *events;

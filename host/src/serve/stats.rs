@@ -97,6 +97,11 @@ pub struct ServeStats {
     pub overruns: u64,
     /// Ticks that started more than one interval after their slot.
     pub late_ticks: u64,
+    /// Packet records, part blocks and pending ticks allocated because
+    /// the server's pools were empty: rises only with new high-water marks
+    /// of data in flight (a burst, or clients far behind).
+    #[serde(default)]
+    pub pool_grown: u64,
     /// Clients currently connected.
     pub clients: u64,
     /// Connections accepted since start.

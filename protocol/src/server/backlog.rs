@@ -118,6 +118,9 @@ fn new_tick() -> PendingTick {
 pub(super) struct Blocks {
     free: Vec<Vec<u8>>,
     size: usize,
+    /// Blocks and pending ticks made after accept because none was free
+    /// (see [`ServerStats::pool_grown`](crate::ServerStats::pool_grown)).
+    pub(super) grown: u64,
 }
 
 impl Blocks {
@@ -126,6 +129,7 @@ impl Blocks {
         Blocks {
             free: Vec::new(),
             size,
+            grown: 0,
         }
     }
 
@@ -143,7 +147,10 @@ impl Blocks {
     }
 
     fn take(&mut self) -> Vec<u8> {
-        self.free.pop().unwrap_or_else(|| vec![0; self.size])
+        self.free.pop().unwrap_or_else(|| {
+            self.grown += 1;
+            vec![0; self.size]
+        })
     }
 
     fn put(&mut self, block: Vec<u8>) {
@@ -240,7 +247,10 @@ impl Backlog {
         split: Split,
         blocks: &mut Blocks,
     ) -> Result<(), DisconnectReason> {
-        let mut t = self.spare.pop().unwrap_or_else(new_tick);
+        let mut t = self.spare.pop().unwrap_or_else(|| {
+            blocks.grown += 1;
+            new_tick()
+        });
         let mut rest = events;
         let mut bytes = 0;
         loop {
