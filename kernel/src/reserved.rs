@@ -1,11 +1,15 @@
 //! How much memory a world reserves, known before it is built.
 
 use crate::config::{Config, Visibility, MAX_ENTITIES};
+use crate::subject_pairs::room_per_entity;
 
 /// Bytes per entity slot: the entity's record and sight, its cell-list
-/// links, id index, throttle and digest records, per-tick stamps, sorted
-/// copies and room for pairs (16 per slot).
-const PER_SLOT: u64 = 900;
+/// links, id index, throttle and digest records, per-tick stamps and
+/// sorted copies.
+const PER_SLOT: u64 = 708;
+/// Bytes per pair of the room for pairs (recorded, then grouped), of
+/// which each slot has [`room_per_entity`].
+const PER_PAIR: u64 = 12;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
 /// without hysteresis only (its changes go in the pairs' room).
 const PER_SLOT_SWEEP: u64 = 130;
@@ -37,8 +41,9 @@ impl Config {
     /// its buffers by: `max_entities` and an eighth more slots, views of
     /// `min(max_view, max_entities)` entries per observer or `max_visible`
     /// entries in all ([`Config::visible_room`]), a margin for each view
-    /// that room can fill where views can be culled at all, the cells, and
-    /// the radius sweep where it can run.
+    /// that room can fill where views can be culled at all, room for pairs
+    /// in proportion to that of the views, the cells, and the radius sweep
+    /// where it can run.
     pub fn reserved_bytes(&self) -> u64 {
         let entities = u64::from(self.max_entities);
         let spare = (entities / 8).min(u64::from(MAX_ENTITIES).saturating_sub(entities));
@@ -54,6 +59,7 @@ impl Config {
             && self.squares_fit(cells, entities);
         let grid = self.visibility == Visibility::Grid;
         let per_slot = PER_SLOT
+            + PER_PAIR * u64::from(room_per_entity(self))
             + if sweep { PER_SLOT_SWEEP } else { 0 }
             + if grid { PER_SLOT_GRID } else { 0 };
         let per_cell = PER_CELL + if grid { PER_CELL_GRID } else { 0 };

@@ -74,8 +74,11 @@ const DUE_SHARE: u32 = 8;
 /// The sweep's buffers, sized at construction.
 ///
 /// The sweep gives up (the views are then rebuilt) when its changes
-/// outgrow the pairs' room, 16 per slot (at most 2^24 in all): the uniform walk makes about five
-/// per observer, and one in twenty jumping anywhere about twelve. It
+/// outgrow the pairs' room: 16 to 64 per slot, in proportion to what the
+/// views may hold ([`room_per_entity`](crate::subject_pairs::room_per_entity)),
+/// at most 2^24 in all. The uniform walk makes about five per observer
+/// with 76 in view, one in twenty jumping anywhere about twelve, and the
+/// dense walk about 25 with 380 in view. It
 /// groups its changes itself rather than through the tick's
 /// `SubjectPairs`: it records them without a branch, and handing them
 /// over one push at a time measured 4% slower at uniform-10k radius; but

@@ -32,7 +32,7 @@ use crate::slot_ids::SlotIds;
 use crate::slot_table::{Entity, Gone, Sight, SlotTable, Watcher, NO_VIEW, UNBORN};
 use crate::source::Source;
 use crate::squares::{PackedSquares, Squares, Steps};
-use crate::subject_pairs::{PairKind, SubjectPairs};
+use crate::subject_pairs::{self, PairKind, SubjectPairs};
 use crate::sweep::{Scene, Sweep, ViewEdit};
 use crate::throttle::{throttle_of, Motion, Sent, Throttle};
 use crate::view::Views;
@@ -121,10 +121,6 @@ struct ViewChange {
     /// Its update is due.
     due: bool,
 }
-
-/// Room in [`SubjectPairs`] per entity: enough for a tick in which a few
-/// percent of a crowded world move, each pair one event.
-const PAIRS_PER_ENTITY: u32 = 16;
 
 /// Slots beyond `max_entities` (an eighth more, within [`MAX_ENTITIES`]),
 /// so that a spawn rarely needs a slot freed in the same tick, and spawns
@@ -405,7 +401,7 @@ impl World {
             marked: 0,
             plan: TickPlan::IDLE,
             around: Vec::with_capacity(config.max_observers as usize),
-            pairs: SubjectPairs::new(slots, PAIRS_PER_ENTITY),
+            pairs: SubjectPairs::new(slots, subject_pairs::room_per_entity(&config)),
             group: Vec::with_capacity(n),
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
             observer_squares,
