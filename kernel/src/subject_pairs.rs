@@ -285,8 +285,36 @@ impl SubjectPairs {
 
 #[cfg(test)]
 mod tests {
-    use super::{unpack, PairKind, SubjectPairs};
+    use super::{room_per_entity, unpack, PairKind, SubjectPairs};
+    use crate::Config;
     use alloc::vec::Vec;
+
+    /// The room follows what the views may hold together, within its
+    /// floor and ceiling.
+    #[test]
+    fn room_per_entity_follows_the_views_room() {
+        let world = |max_view, max_visible| Config {
+            max_entities: 10_000,
+            max_observers: 10_000,
+            max_view,
+            max_visible,
+            ..Config::default()
+        };
+        // About 94 entries per entity (uniform-10k's bound): the floor.
+        assert_eq!(room_per_entity(&world(512, Some(944_440))), 16);
+        // About 470 (dense-50k's bound): one pair per twelve entries.
+        assert_eq!(room_per_entity(&world(1536, Some(4_710_000))), 39);
+        // Unbounded: views of max_view each.
+        assert_eq!(room_per_entity(&world(512, None)), 42);
+        assert_eq!(room_per_entity(&world(4096, None)), 64);
+        // No entities at all: no division by zero.
+        let empty = Config {
+            max_entities: 0,
+            max_observers: 0,
+            ..Config::default()
+        };
+        assert_eq!(room_per_entity(&empty), 16);
+    }
 
     #[test]
     fn pairs_group_by_observer_in_recording_order() {
