@@ -6,7 +6,10 @@ use crate::subject_pairs::room_per_entity;
 /// Bytes per entity slot: the entity's record and sight, its cell-list
 /// links, id index, throttle and digest records, per-tick stamps and
 /// sorted copies.
-const PER_SLOT: u64 = 708;
+const PER_SLOT: u64 = 668;
+/// Bytes per entity of the ranking's room for 128-bit distances, kept
+/// only in worlds more than `2^31` raw units across.
+const PER_ENTITY_FAR: u64 = 32;
 /// Bytes per pair of the room for pairs (recorded, then grouped), of
 /// which each slot has [`room_per_entity`].
 const PER_PAIR: u64 = 12;
@@ -23,8 +26,8 @@ const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.
 const PER_CELL: u64 = 20;
 /// Grid mode: bytes per slot and per cell of the due subjects listed by
-/// cell (`due_cells.rs`).
-const PER_SLOT_GRID: u64 = 12;
+/// cell (`due_cells.rs`) and of the changes paired by border crossing.
+const PER_SLOT_GRID: u64 = 52;
 const PER_CELL_GRID: u64 = 4;
 /// What a world holds whatever its size.
 const FIXED: u64 = 1024;
@@ -67,7 +70,14 @@ impl Config {
             true => observers.min(visible.div_ceil(view.max(1))),
             false => 0,
         };
+        let extent = u128::from(self.cell_size.to_bits().unsigned_abs())
+            * u128::from(self.width_cells.max(self.height_cells));
+        let far = match extent <= 1 << 31 {
+            true => 0,
+            false => entities.saturating_mul(PER_ENTITY_FAR),
+        };
         FIXED
+            .saturating_add(far)
             .saturating_add(slots.saturating_mul(per_slot))
             .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY))
             .saturating_add(observers.saturating_mul(PER_OBSERVER))

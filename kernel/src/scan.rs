@@ -231,11 +231,13 @@ pub(crate) struct Ranked {
 }
 
 impl Ranked {
-    /// Room for every entity, plus the one speculative write.
-    pub(crate) fn new(max_entities: u32) -> Self {
+    /// Room for every entity, plus the one speculative write; for far
+    /// observers' 128-bit distances only where some observer can be far.
+    pub(crate) fn new(max_entities: u32, far: bool) -> Self {
+        let room = max_entities as usize + 1;
         Ranked {
-            near: vec![(0, 0); max_entities as usize + 1],
-            far: vec![(0, 0); max_entities as usize + 1],
+            near: vec![(0, 0); room],
+            far: vec![(0, 0); if far { room } else { 0 }],
             len: 0,
             within: u128::MAX,
         }
@@ -531,7 +533,7 @@ mod tests {
     fn kept(reach: &Reach, run: &[ScanRecord], max_view: usize, within: u128) -> Option<Vec<u32>> {
         let n = run.len() as u32;
         let marks = ViewMarks::new(n);
-        let mut ranked = Ranked::new(n);
+        let mut ranked = Ranked::new(n, true);
         ranked.clear(within);
         ranked.rank(reach, run, &marks);
         if ranked.len() < max_view && within != u128::MAX {

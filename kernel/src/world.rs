@@ -395,7 +395,11 @@ impl World {
             view_numbering: Permutation::new(config.max_observers),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
-            changes: Vec::with_capacity(n),
+            // Only grid mode pairs by border crossing (`paired_by_cells`).
+            changes: match config.visibility {
+                Visibility::Grid => Vec::with_capacity(n),
+                Visibility::Radius => Vec::new(),
+            },
             gone: Vec::with_capacity(n),
             affected: Vec::with_capacity(config.max_observers as usize),
             marked: 0,
@@ -406,7 +410,7 @@ impl World {
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
             observer_squares,
             candidates: Candidates::new(config.max_entities),
-            ranked: Ranked::new(config.max_entities),
+            ranked: Ranked::new(config.max_entities, !world_is_near(&config)),
             cutoffs: vec![u128::MAX; config.max_observers as usize],
             // A view can only be culled if more than max_view others exist.
             margins: match u64::from(config.max_view) + 1 < u64::from(config.max_entities) {
@@ -1045,6 +1049,9 @@ impl World {
     /// Whether every candidate of an observer is less than `2^31` raw away
     /// on each axis: its ring of cells, or the squares around its disc.
     fn near(&self, ring: u32, radius: Fix) -> bool {
+        if world_is_near(&self.config) {
+            return true;
+        }
         let cell = u128::from(self.config.cell_size.to_bits().unsigned_abs());
         let by_cells = u128::from(ring + 1) * cell;
         let stay = radius.to_bits() + self.config.hysteresis.to_bits();
@@ -1744,6 +1751,14 @@ pub(super) fn rebuild_source<'a>(
         (_, RebuildSource::Lists) => Source::Lists(grid),
         _ => Source::Cells(packed),
     }
+}
+
+/// Whether any two points of the world are less than `2^31` raw units
+/// apart on each axis, so that every observer is `near` (`Sight::near`)
+/// whatever its radius, and no ranking needs 128-bit distances.
+fn world_is_near(c: &Config) -> bool {
+    let cell = u128::from(c.cell_size.to_bits().unsigned_abs());
+    cell * u128::from(c.width_cells.max(c.height_cells)) <= 1 << 31
 }
 
 /// Marks the `old` view of the observer `reach` describes as "was
