@@ -13,7 +13,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::config::{Config, MAX_ENTITIES};
+use crate::config::{Config, Visibility, MAX_ENTITIES};
 use crate::event::EventKind;
 
 /// What a pair means for the observer. The discriminants order a view's
@@ -95,10 +95,19 @@ const LEAST_PER_ENTITY: u32 = 16;
 const MOST_PER_ENTITY: u32 = 64;
 
 /// How many of the entries the views may hold together make one pair of
-/// room: a walk changes about one entry in fifteen of every view a tick
-/// (the uniform walks of the benchmark, whatever their density), so this
-/// leaves a busy tick of views at their bound some room to spare.
+/// room in radius mode: a walk changes about one entry in fifteen of
+/// every view a tick (the uniform walks of the benchmark, whatever their
+/// density), so this leaves a busy tick of views at their bound some room
+/// to spare.
 const ENTRIES_PER_PAIR: u32 = 12;
+
+/// The same in grid mode, whose views change less for their size: a view
+/// of 3 × 3 cells changes where subjects cross its outer border, 12 cell
+/// edges around 9 cells' area, against a disc's circumference around its
+/// area (`2/r`), so about two thirds as many of its entries a tick (one in
+/// twenty-one). The benchmark's grid walks, given room by the radius
+/// divisor, took 18 to 25 pairs a slot and ran no faster than with 16.
+const ENTRIES_PER_PAIR_GRID: u32 = 20;
 
 /// Pairs per entity slot that a world of `config` keeps room for: in
 /// proportion to the entries its views may hold together
@@ -109,7 +118,11 @@ const ENTRIES_PER_PAIR: u32 = 12;
 /// 50 000 entities seeing about 380 each: 220 ms a tick against 120).
 pub(crate) fn room_per_entity(config: &Config) -> u32 {
     let entries = config.visible_room() / config.max_entities.max(1);
-    (entries / ENTRIES_PER_PAIR).clamp(LEAST_PER_ENTITY, MOST_PER_ENTITY)
+    let per_pair = match config.visibility {
+        Visibility::Radius => ENTRIES_PER_PAIR,
+        Visibility::Grid => ENTRIES_PER_PAIR_GRID,
+    };
+    (entries / per_pair).clamp(LEAST_PER_ENTITY, MOST_PER_ENTITY)
 }
 
 /// A subject slot and its pair's kind in one word (slots are below 2^22).
@@ -286,7 +299,7 @@ impl SubjectPairs {
 #[cfg(test)]
 mod tests {
     use super::{room_per_entity, unpack, PairKind, SubjectPairs};
-    use crate::Config;
+    use crate::{Config, Visibility};
     use alloc::vec::Vec;
 
     /// The room follows what the views may hold together, within its
@@ -298,6 +311,7 @@ mod tests {
             max_observers: 10_000,
             max_view,
             max_visible,
+            visibility: Visibility::Radius,
             ..Config::default()
         };
         // About 94 entries per entity (uniform-10k's bound): the floor.
@@ -307,6 +321,16 @@ mod tests {
         // Unbounded: views of max_view each.
         assert_eq!(room_per_entity(&world(512, None)), 42);
         assert_eq!(room_per_entity(&world(4096, None)), 64);
+        // Grid mode: one pair per twenty entries. About 281 entries per
+        // entity (uniform-10k grid's bound): the floor; about 1 400
+        // (dense-50k grid's): the ceiling.
+        let grid = |max_visible| Config {
+            visibility: Visibility::Grid,
+            ..world(1536, Some(max_visible))
+        };
+        assert_eq!(room_per_entity(&grid(2_810_000)), 16);
+        assert_eq!(room_per_entity(&grid(6_000_000)), 30);
+        assert_eq!(room_per_entity(&grid(14_000_000)), 64);
         // No entities at all: no division by zero.
         let empty = Config {
             max_entities: 0,
