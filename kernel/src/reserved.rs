@@ -6,7 +6,7 @@ use crate::subject_pairs::room_per_entity;
 /// Bytes per entity slot: the entity's record and sight, its cell-list
 /// links, id index, throttle and digest records, per-tick stamps and
 /// sorted copies.
-const PER_SLOT: u64 = 668;
+const PER_SLOT: u64 = 703;
 /// Bytes per entity of the ranking's room for 128-bit distances, kept
 /// only in worlds more than `2^31` raw units across.
 const PER_ENTITY_FAR: u64 = 32;
@@ -27,7 +27,7 @@ const PER_MARGIN: u64 = 428;
 const PER_CELL: u64 = 20;
 /// Grid mode: bytes per slot and per cell of the due subjects listed by
 /// cell (`due_cells.rs`) and of the changes paired by border crossing.
-const PER_SLOT_GRID: u64 = 52;
+const PER_SLOT_GRID: u64 = 17;
 const PER_CELL_GRID: u64 = 4;
 /// What a world holds whatever its size.
 const FIXED: u64 = 1024;
