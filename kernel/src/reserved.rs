@@ -19,8 +19,8 @@ const PER_SLOT_SWEEP: u64 = 130;
 /// Bytes per view entry: two halves of 4-byte entries.
 const PER_VIEW_ENTRY: u64 = 8;
 /// Bytes per observer besides its view: its id list entries, cut-off
-/// guess, renumbering and the place of its margin.
-const PER_OBSERVER: u64 = 204;
+/// guess and how far it reaches, renumbering and the place of its margin.
+const PER_OBSERVER: u64 = 205;
 /// Bytes of the room for one margin, which a full view keeps while culled.
 const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.

@@ -71,6 +71,7 @@ pub(super) struct Renumbered<'a> {
     pub(super) views: &'a mut Views,
     pub(super) margins: &'a mut Margins,
     pub(super) cutoffs: &'a mut [u128],
+    pub(super) guess_shifts: &'a mut [u8],
     /// How slots are handed out (see `World::top`).
     pub(super) free_slots: &'a mut Vec<u32>,
     pub(super) top: &'a mut u32,
@@ -100,6 +101,7 @@ pub(super) fn renumber(r: Renumbered<'_>) {
         views,
         margins,
         cutoffs,
+        guess_shifts,
         free_slots,
         top,
         top_id,
@@ -147,6 +149,7 @@ pub(super) fn renumber(r: Renumbered<'_>) {
     views.renumber_views(r, observers);
     margins.renumber_views(r);
     r.permute(cutoffs);
+    r.permute(guess_shifts);
     for &(_, slot) in by_id.iter() {
         let (e, w) = (
             &mut slots.entities[slot as usize],
@@ -175,6 +178,7 @@ impl World {
             views: &mut self.views,
             margins: &mut self.margins,
             cutoffs: &mut self.cutoffs,
+            guess_shifts: &mut self.guess_shifts,
             free_slots: &mut self.free_slots,
             top: &mut self.top,
             top_id: &mut self.top_id,
