@@ -127,7 +127,7 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("the world would reserve about 6.5 MiB"),
+        stderr.contains("the world would reserve about 6.6 MiB"),
         "{stderr}"
     );
 }
