@@ -70,9 +70,7 @@ impl Config {
             true => observers.min(visible.div_ceil(view.max(1))),
             false => 0,
         };
-        let extent = u128::from(self.cell_size.to_bits().unsigned_abs())
-            * u128::from(self.width_cells.max(self.height_cells));
-        let far = match extent <= 1 << 31 {
+        let far = match self.all_near() {
             true => 0,
             false => entities.saturating_mul(PER_ENTITY_FAR),
         };
@@ -83,6 +81,15 @@ impl Config {
             .saturating_add(observers.saturating_mul(PER_OBSERVER))
             .saturating_add(margins.saturating_mul(PER_MARGIN))
             .saturating_add(cells.saturating_mul(per_cell))
+    }
+
+    /// Whether any two points of the world are less than `2^31` raw units
+    /// apart on each axis, so that every observer is near (distances
+    /// square in 64 bits) whatever its radius, and no ranking needs
+    /// 128-bit distances.
+    pub(crate) fn all_near(&self) -> bool {
+        let cell = u128::from(self.cell_size.to_bits().unsigned_abs());
+        cell * u128::from(self.width_cells.max(self.height_cells)) <= 1 << 31
     }
 
     /// Whether the world can be cut into squares smaller than a cell, at

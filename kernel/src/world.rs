@@ -413,7 +413,7 @@ impl World {
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
             observer_squares,
             candidates: Candidates::new(config.max_entities),
-            ranked: Ranked::new(config.max_entities, !world_is_near(&config)),
+            ranked: Ranked::new(config.max_entities, !config.all_near()),
             cutoffs: vec![u128::MAX; config.max_observers as usize],
             guess_shifts: vec![GUESS_NARROW; config.max_observers as usize],
             // A view can only be culled if more than max_view others exist.
@@ -1053,7 +1053,7 @@ impl World {
     /// Whether every candidate of an observer is less than `2^31` raw away
     /// on each axis: its ring of cells, or the squares around its disc.
     fn near(&self, ring: u32, radius: Fix) -> bool {
-        if world_is_near(&self.config) {
+        if self.config.all_near() {
             return true;
         }
         let cell = u128::from(self.config.cell_size.to_bits().unsigned_abs());
@@ -1780,14 +1780,6 @@ pub(super) fn rebuild_source<'a>(
 /// sixteenth 186–188.
 const GUESS_NARROW: u8 = 4;
 const GUESS_WIDE: u8 = 2;
-
-/// Whether any two points of the world are less than `2^31` raw units
-/// apart on each axis, so that every observer is `near` (`Sight::near`)
-/// whatever its radius, and no ranking needs 128-bit distances.
-fn world_is_near(c: &Config) -> bool {
-    let cell = u128::from(c.cell_size.to_bits().unsigned_abs());
-    cell * u128::from(c.width_cells.max(c.height_cells)) <= 1 << 31
-}
 
 /// Marks the `old` view of the observer `reach` describes as "was
 /// visible": old entries still naming the same incarnation. A slot
