@@ -63,7 +63,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
                dense-cull-50k, stopgo-10k, radius-mix-10k); --quick skips the
-               dense ones unless named
+               dense ones unless named. `mixedP-Nk` named in full runs the
+               uniform walk of N thousand with P% staying put (P < 100)
   --mode       only this visibility mode
   --max-visible  the kernel's bound on the visible pairs of all views together, which
                is what its views reserve: auto (default) is 5/4 of the most the
@@ -271,8 +272,8 @@ fn main() {
         Spec::new(Kind::Calm, 10_000),
         Spec::new(Kind::Town, 10_000),
         Spec::new(Kind::Churn, 10_000),
-        Spec::new(Kind::Mixed1, 10_000),
-        Spec::new(Kind::Mixed10, 10_000),
+        Spec::new(Kind::Mixed(1), 10_000),
+        Spec::new(Kind::Mixed(10), 10_000),
         Spec::new(Kind::MixedInt, 10_000),
         Spec::new(Kind::Dense, 50_000),
         Spec::new(Kind::DenseCull, 50_000),
@@ -285,11 +286,17 @@ fn main() {
             // (mixed1) and the per-observer radii (radius-mix) of the
             // round-2 workloads.
             specs.retain(|s| {
-                s.n <= 10_000 && !matches!(s.kind, Kind::Mixed10 | Kind::MixedInt | Kind::StopGo)
+                s.n <= 10_000 && !matches!(s.kind, Kind::Mixed(10) | Kind::MixedInt | Kind::StopGo)
             });
         }
     } else {
         specs.retain(|s| opts.only.iter().any(|w| s.name.contains(w.as_str())));
+        // Any other share staying put, when named in full (`mixed50-10k`).
+        for name in &opts.only {
+            if !specs.iter().any(|s| &s.name == name) {
+                specs.extend(Spec::named(name));
+            }
+        }
     }
     println!("# lockgrid AOI benchmark\n");
     println!(

@@ -62,11 +62,10 @@ pub enum Kind {
     /// and in: entities spawn and despawn every tick, and ids lose all
     /// relation to the order they were first placed in.
     Churn,
-    /// The uniform walk, but 1% of the entities (drawn anew each tick) stay
-    /// put and send no command.
-    Mixed1,
-    /// The same with 10% staying put.
-    Mixed10,
+    /// The uniform walk, but this percentage of the entities (drawn anew
+    /// each tick) stays put and sends no command: `mixed1` and `mixed10`
+    /// in every run, any other (`mixed50-10k`) when named.
+    Mixed(u8),
     /// The uniform walk with steps of whole units, −5..=5 per axis: a zero
     /// step on both axes (1 entity in 121) is a Move to where it stands.
     MixedInt,
@@ -85,6 +84,31 @@ pub enum Kind {
     RadiusMix,
 }
 
+impl Kind {
+    /// The number that seeds this kind's stream: its place in the list
+    /// above, as before the mixed walks took a share (so that every stream
+    /// stays the one measured before), and 100 + the share for the others.
+    fn code(self) -> u64 {
+        match self {
+            Kind::Uniform => 0,
+            Kind::Hotspot => 1,
+            Kind::Teleport => 2,
+            Kind::Npc => 3,
+            Kind::Calm => 4,
+            Kind::Town => 5,
+            Kind::Churn => 6,
+            Kind::Mixed(1) => 7,
+            Kind::Mixed(10) => 8,
+            Kind::Mixed(percent) => 100 + u64::from(percent),
+            Kind::MixedInt => 9,
+            Kind::Dense => 10,
+            Kind::DenseCull => 11,
+            Kind::StopGo => 12,
+            Kind::RadiusMix => 13,
+        }
+    }
+}
+
 /// One workload: a kind, a size, and a world that holds density constant
 /// (2000 × 2000 units at 10 000 entities).
 #[derive(Clone, Debug)]
@@ -100,7 +124,23 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// A workload named `mixed<P>-<N>k` (`P` below 100, `N` from 1 to
+    /// 100): the uniform walk of `N` thousand entities with `P`% staying
+    /// put, so that any share can be measured, not only the two that every
+    /// run has.
+    pub fn named(name: &str) -> Option<Spec> {
+        let (percent, size) = name.strip_prefix("mixed")?.split_once('-')?;
+        let percent: u8 = percent.parse().ok().filter(|&p| p < 100)?;
+        let thousands: u32 = size
+            .strip_suffix('k')?
+            .parse()
+            .ok()
+            .filter(|k| (1..=100).contains(k))?;
+        Some(Spec::new(Kind::Mixed(percent), thousands * 1000))
+    }
+
     pub fn new(kind: Kind, n: u32) -> Spec {
+        let mixed;
         let label = match kind {
             Kind::Uniform => "uniform",
             Kind::Hotspot => "hotspot",
@@ -109,8 +149,10 @@ impl Spec {
             Kind::Calm => "calm",
             Kind::Town => "town",
             Kind::Churn => "churn",
-            Kind::Mixed1 => "mixed1",
-            Kind::Mixed10 => "mixed10",
+            Kind::Mixed(percent) => {
+                mixed = format!("mixed{percent}");
+                &mixed
+            }
             Kind::MixedInt => "mixed-int",
             Kind::Dense => "dense",
             Kind::DenseCull => "dense-cull",
@@ -133,7 +175,7 @@ impl Spec {
             kind,
             n,
             side,
-            seed: 0x6c67_6272_6964 ^ u64::from(n) ^ ((kind as u64) << 40),
+            seed: 0x6c67_6272_6964 ^ u64::from(n) ^ (kind.code() << 40),
             max_visible: None,
         }
     }
@@ -280,8 +322,8 @@ impl Stream {
                 continue;
             }
             let stays = match self.spec.kind {
-                Kind::Mixed1 | Kind::RadiusMix => 10,
-                Kind::Mixed10 => 100,
+                Kind::RadiusMix => 10,
+                Kind::Mixed(percent) => 10 * u64::from(percent),
                 _ => 0,
             };
             if stays > 0 && chance(&mut self.rng, stays) {
