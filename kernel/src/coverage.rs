@@ -86,11 +86,15 @@ pub enum Path {
     /// few due that views which stayed in their cell take them from the
     /// cells around instead (`due_cells.rs`).
     DueByCells,
+    /// A tick in which between a sixteenth and three quarters of the
+    /// entities are due an update: views walked for them list their due
+    /// subjects first, without a branch per entry.
+    DueGathered,
 }
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 32] = [
+    pub const ALL: [Path; 33] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -123,13 +127,23 @@ impl Path {
         Path::ObserverWithinRoom,
         Path::RecheckedAfterCut,
         Path::DueByCells,
+        Path::DueGathered,
     ];
 }
 
 /// How many times a world took each [`Path`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathCounts {
     counts: [u64; Path::ALL.len()],
+}
+
+// Arrays derive `Default` only up to 32 entries.
+impl Default for PathCounts {
+    fn default() -> Self {
+        PathCounts {
+            counts: [0; Path::ALL.len()],
+        }
+    }
 }
 
 impl PathCounts {

@@ -296,6 +296,9 @@ pub struct World {
     /// Whether any subject already visible somewhere may be due an update
     /// this tick (one spawned this tick is due, but enters instead).
     any_due: bool,
+    /// Whether this tick's views are walked for due subjects by listing
+    /// them first (`gathers_due`).
+    gather_due: bool,
     /// A rebuilding observer's entered subjects (slots), sorted by id.
     entered: Candidates,
     stamps: Stamps,
@@ -432,6 +435,7 @@ impl World {
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
             any_due: false,
+            gather_due: false,
             entered: Candidates::new(config.max_view.min(config.max_entities)),
             stamps: Stamps {
                 touched: vec![0; n],
@@ -732,6 +736,10 @@ impl World {
         };
         let mark = pairing != Pairing::RebuildAll;
         incremental::pair_changes(&scene, &mut marks, dues, &changed, mark, t);
+        self.gather_due = self.any_due && gathers_due(self.due.count(), self.count);
+        if self.gather_due {
+            self.hit(Path::DueGathered);
+        }
 
         // Step 2: how the affected observers get their views.
         let (refresh, rebuild_source, view_write, rebuilds) = plan::plan_refresh(
@@ -1717,13 +1725,39 @@ impl World {
             }
             return events;
         }
-        for &s in view {
-            if entered.next_if_eq(&s).is_some() {
-                continue;
+        // Where a fraction of the subjects is due in no order (those that
+        // stopped, under a throttle that spares the movers), a test per
+        // entry mispredicts: each run of entries lists its due ones first,
+        // without a branch, then sends them (`gathers_due`).
+        let ids = &self.slots.ids;
+        if !self.gather_due {
+            for &s in view {
+                if entered.next_if_eq(&s).is_some() {
+                    continue;
+                }
+                if self.due.get(s) {
+                    sink.event(self.update(observer, ids.id(s), s));
+                    events += 1;
+                }
             }
-            if self.due.get(s) {
-                sink.event(self.update(observer, self.slots.ids.id(s), s));
-                events += 1;
+            return events;
+        }
+        let mut due = [0u32; WALK_RUN];
+        for run in view.chunks(WALK_RUN) {
+            let mut n = 0;
+            for &s in run {
+                // n ≤ the entry's place in its run, so the write is in bounds.
+                if let Some(at) = due.get_mut(n) {
+                    *at = s;
+                }
+                n += usize::from(self.due.get(s));
+            }
+            for &s in &due[..n] {
+                while entered.next_if(|&e| ids.key(e) < ids.key(s)).is_some() {}
+                if entered.next_if_eq(&s).is_none() {
+                    sink.event(self.update(observer, ids.id(s), s));
+                    events += 1;
+                }
             }
         }
         events
@@ -1741,6 +1775,18 @@ impl World {
             speed: m.speed,
         }
     }
+}
+
+/// Entries of a view that [`World::send_updates`] sorts out at a time.
+const WALK_RUN: usize = 64;
+
+/// Whether views are walked for their `due` subjects (of `count`) by
+/// listing them first: where between a sixteenth and three quarters are
+/// due, a test per entry would go either way at random. With nearly all
+/// due (a walk at the default throttle) or nearly none, it is predicted.
+fn gathers_due(due: u32, count: u32) -> bool {
+    let (due, count) = (u64::from(due), u64::from(count));
+    16 * due >= count && 4 * due <= 3 * count
 }
 
 /// What a rebuild reads of its observer (see [`World::rebuild_of`]).
