@@ -1699,8 +1699,7 @@ impl World {
                     let (mut entered, mut k) = (entered.peekable(), 0);
                     let view = self.views.slots(self.slots.entities[s].view);
                     for &v in view.iter().filter(|&&v| self.due.get(v)) {
-                        while entered.next_if(|&e| ids.key(e) < ids.key(v)).is_some() {}
-                        if entered.next_if_eq(&v).is_none() {
+                        if !just_entered(&mut entered, ids, v) {
                             debug_assert_eq!(due.get(k), Some(&v), "due by cells, slot {slot}");
                             k += 1;
                         }
@@ -1713,12 +1712,11 @@ impl World {
         // The entered are in the view, in its order: each is met in turn.
         let mut entered = entered.peekable();
         let view = self.views.slots(self.slots.entities[slot as usize].view);
+        let ids = &self.slots.ids;
         if let Some(due) = self.sweep.due_of(slot) {
             // Few are due: look each one up rather than walk the view.
-            let ids = &self.slots.ids;
             for &s in due {
-                while entered.next_if(|&e| ids.key(e) < ids.key(s)).is_some() {}
-                if entered.next_if_eq(&s).is_none() && ids.search(view, s).is_ok() {
+                if !just_entered(&mut entered, ids, s) && ids.search(view, s).is_ok() {
                     sink.event(self.update(observer, ids.id(s), s));
                     events += 1;
                 }
@@ -1729,7 +1727,6 @@ impl World {
         // stopped, under a throttle that spares the movers), a test per
         // entry mispredicts: each run of entries lists its due ones first,
         // without a branch, then sends them (`gathers_due`).
-        let ids = &self.slots.ids;
         if !self.gather_due {
             for &s in view {
                 if entered.next_if_eq(&s).is_some() {
@@ -1753,8 +1750,7 @@ impl World {
                 n += usize::from(self.due.get(s));
             }
             for &s in &due[..n] {
-                while entered.next_if(|&e| ids.key(e) < ids.key(s)).is_some() {}
-                if entered.next_if_eq(&s).is_none() {
+                if !just_entered(&mut entered, ids, s) {
                     sink.event(self.update(observer, ids.id(s), s));
                     events += 1;
                 }
@@ -1775,6 +1771,19 @@ impl World {
             speed: m.speed,
         }
     }
+}
+
+/// Whether the subject at `slot` is among the `entered` (ascending by id,
+/// as the view), passing over those before it: for walks that meet only
+/// some of the view's entries, in its order.
+#[inline(always)]
+fn just_entered(
+    entered: &mut core::iter::Peekable<impl Iterator<Item = u32>>,
+    ids: &SlotIds,
+    slot: u32,
+) -> bool {
+    while entered.next_if(|&e| ids.key(e) < ids.key(slot)).is_some() {}
+    entered.next_if_eq(&slot).is_some()
 }
 
 /// Entries of a view that [`World::send_updates`] sorts out at a time.
