@@ -16,11 +16,15 @@ const PER_PAIR: u64 = 12;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
 /// without hysteresis only (its changes go in the pairs' room).
 const PER_SLOT_SWEEP: u64 = 130;
-/// Bytes per view entry: two halves of 4-byte entries.
-const PER_VIEW_ENTRY: u64 = 8;
+/// Bytes per view entry: a ring of 4-byte entries and an overflow of an
+/// eighth as many (a world stepped with threads adds a second ring).
+const PER_VIEW_ENTRY_EIGHTHS: u64 = 36;
+/// Bytes of the ring's slack, per entry of one view (`max_view`).
+const PER_VIEW_SLACK: u64 = 16;
 /// Bytes per observer besides its view: its id list entries, cut-off
-/// guess and how far it reaches, renumbering and the place of its margin.
-const PER_OBSERVER: u64 = 205;
+/// guess and how far it reaches, renumbering, the place of its margin,
+/// and its view's place, key and order in the ring.
+const PER_OBSERVER: u64 = 225;
 /// Bytes of the room for one margin, which a full view keeps while culled.
 const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.
@@ -77,7 +81,8 @@ impl Config {
         FIXED
             .saturating_add(far)
             .saturating_add(slots.saturating_mul(per_slot))
-            .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY))
+            .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY_EIGHTHS) / 8)
+            .saturating_add(view.saturating_mul(PER_VIEW_SLACK))
             .saturating_add(observers.saturating_mul(PER_OBSERVER))
             .saturating_add(margins.saturating_mul(PER_MARGIN))
             .saturating_add(cells.saturating_mul(per_cell))

@@ -615,6 +615,9 @@ impl World {
         let c = &self.config;
         let slots = c.max_entities + spare_slots(c.max_entities);
         self.split = split::Split::new(width, (c.max_entities, slots), c.max_observers, c.max_view);
+        if self.split.width() >= 2 {
+            self.views.reserve_back();
+        }
         self.sweep.reserve_width(width).min(self.split.width())
     }
 
@@ -995,7 +998,7 @@ impl World {
             return Err(RejectReason::Capacity);
         }
         let view = if s.observer {
-            self.views.alloc().ok_or(RejectReason::Capacity)?
+            self.views.alloc(s.id).ok_or(RejectReason::Capacity)?
         } else {
             NO_VIEW
         };

@@ -47,6 +47,7 @@ use crate::plan::{RebuildSource, Updates};
 use crate::scan::Candidates;
 use crate::subject_pairs::{unpack, PairKind};
 use crate::sweep::{merge, ENTERED};
+use crate::view::OldViews;
 use crate::view_marks::ViewMarks;
 
 /// Event records the tasks may buffer, per entity of the world, shared
@@ -178,12 +179,11 @@ impl World {
     ) -> Option<u64> {
         let width = fork::width_of(fork, self.split.tasks.len());
         let n = self.by_id.len();
-        let cursor = self.views.cursor()? as usize;
+        let cursor = self.views.back_cursor()? as usize;
         if width < 2 || n < width * MIN_RUN || n > self.split.ends.len() || self.margins.any() {
             return None;
         }
         let max_view = self.config.max_view as usize;
-        let (front, half) = self.views.halves();
         let mut bounds = [n; MAX_WIDTH + 1];
         bounds[0] = 0;
         for (w, bound) in bounds.iter_mut().enumerate().take(width).skip(1) {
@@ -221,14 +221,12 @@ impl World {
         let base = self.sums;
         let mut store = self.views.take_store();
         {
-            let (low, high) = store.split_at_mut(half);
-            let (old, mut back): (&[u32], &mut [u32]) = match front {
-                0 => (low, high),
-                _ => (high, low),
+            // The pass writes into the second ring, from its cursor on.
+            let Some((ref old, mut back)) = self.views.split_store(&mut store) else {
+                self.views.put_store(store);
+                self.split = split;
+                return None;
             };
-            let back_start = half - front;
-            // The pass starts at the back half's start.
-            back = back.get_mut(cursor - back_start..).unwrap_or(&mut []);
             let world = &*self;
             let mut tasks = heapless::Vec::<_, MAX_WIDTH>::new();
             let (mut ends, mut placed) = (&mut split.ends[..n], &mut split.placed[..n]);
@@ -250,7 +248,7 @@ impl World {
                 task.sums = base;
                 let job = move || {
                     let out = (&mut *range, start, rooms);
-                    world.refresh_run(t, by_id, (old, front), out, e, p, task)
+                    world.refresh_run(t, by_id, old, out, e, p, task)
                 };
                 if tasks.push(job).is_err() {
                     break;
@@ -383,13 +381,13 @@ impl World {
     /// A task: refreshes the observers `by_id` (see the module docs) into
     /// `range`, which starts at `start` in the store, each with room for
     /// `max_view` entries or its entry of `rooms`, reading old views from
-    /// `old` (the front half, which starts at `front`).
+    /// `old`.
     #[allow(clippy::too_many_arguments)]
     fn refresh_run(
         &self,
         t: u64,
         by_id: &[(crate::command::EntityId, u32)],
-        (old, front): (&[u32], usize),
+        old: &OldViews<'_>,
         (range, start, rooms): (&mut [u32], u32, Option<&[u32]>),
         ends: &mut [u32],
         placed: &mut [(u32, u32, u32)],
@@ -413,10 +411,7 @@ impl World {
             let o = &self.slots.entities[slot as usize];
             let (observer, view) = (o.id, o.view);
             let (s0, len) = self.views.span(view);
-            let was = match len {
-                0 => &[][..],
-                _ => old.get(s0 - front..s0 - front + len).unwrap_or(&[]),
-            };
+            let was = old.get(s0, len);
             let room = task.records.len() - k;
             let path = self.observer_path(slot, t);
             let changes = match path {
