@@ -40,10 +40,10 @@ pub struct Config {
     pub dir_epsilon: Dir,
     /// Most entities alive at once.
     pub max_entities: u32,
-    /// Most observers alive at once (each reserves `max_view` view slots in
-    /// each of the two halves of the view store, and 432 bytes for the
-    /// margin its view keeps while culled in a calm crowd, unless
-    /// `max_view` is too large for any view to be culled).
+    /// Most observers alive at once (each reserves `max_view` view slots,
+    /// and an eighth as many again for views that grew between passes,
+    /// and 432 bytes for the margin its view keeps while culled in a calm
+    /// crowd, unless `max_view` is too large for any view to be culled).
     pub max_observers: u32,
     /// Most subjects one observer sees; nearer subjects win.
     pub max_view: u32,

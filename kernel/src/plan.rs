@@ -143,8 +143,9 @@ pub enum RebuildSource {
 pub enum ViewWrite {
     /// Each refreshed view in place, in id order of the affected observers.
     InPlace,
-    /// Every view, in id order of the observers, into the other half of
-    /// the view storage, unchanged ones copied.
+    /// Every view, in id order of the observers, one after another around
+    /// the views' ring (or into a second ring, with threads), unchanged
+    /// ones copied.
     Stream,
 }
 

@@ -113,6 +113,16 @@ struct Pass {
     compacted: bool,
 }
 
+/// How far `at` lies ahead of `from` around a ring of `ring` entries
+/// (both in the ring, or `from` at its end).
+#[inline]
+fn around(at: u32, from: u32, ring: u32) -> u32 {
+    match at >= from {
+        true => at - from,
+        false => at + ring - from,
+    }
+}
+
 /// The old views during a split pass (`world/split.rs`), which writes the
 /// new ones into the second ring: the overflow and the ring they live in.
 pub(crate) struct OldViews<'a> {
@@ -354,7 +364,7 @@ impl Views {
             // Free entries ahead of the cursor: up to the first view not yet
             // read, or, with none left, up to where the pass began.
             let free = match ahead {
-                Some(u) => (self.start[u as usize] + self.ring - pass.cursor) % self.ring,
+                Some(u) => around(self.start[u as usize], pass.cursor, self.ring),
                 None => self.ring - pass.written,
             };
             // A view never runs over the ring's end: wrap to its start,
@@ -410,7 +420,7 @@ impl Views {
         }
         let (base, ring, c) = (self.front, self.ring, pass.cursor);
         // Positions counted from the cursor, around the ring.
-        let from_cursor = |at: u32| (at + ring - c) % ring;
+        let from_cursor = |at: u32| around(at, c, ring);
         let ring_start = from_cursor(base);
         let mut end = ring - pass.written;
         for k in (pass.read as usize..self.order.len()).rev() {

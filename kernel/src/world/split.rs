@@ -3,10 +3,10 @@
 //!
 //! The live observers, in id order, are cut into one run per task. Each
 //! task writes its observers' new views one after another into its own
-//! range of the pass's half of the store (room for `max_view` entries per
+//! range of the views' second ring (room for `max_view` entries per
 //! observer of its run, so ranges never meet; where `max_visible` bounds
 //! the views, room for the most each view can come to by its path, and
-//! the pass splits only where those fit the half), their events as compact
+//! the pass splits only where those fit the room), their events as compact
 //! records into a buffer of its own, and their terms into its own copy
 //! of the digest's sums of view pairs. The calling thread then goes
 //! through the observers in id order, places each view and hands its

@@ -628,12 +628,12 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     }
     let views = match spec.max_visible {
         Some(n) => format!(
-            "views reserve 8 bytes per visible pair up to max_visible = {n}, 5/4 of the most \
-             this run's views held at once unless --max-visible set it: two halves of 4-byte \
-             entries"
+            "views reserve 4.5 bytes per visible pair up to max_visible = {n}, 5/4 of the most \
+             this run's views held at once unless --max-visible set it: a ring of 4-byte \
+             entries and an overflow of an eighth"
         ),
-        None => "views reserve max_view × 8 bytes per observer: two halves of 4-byte \
-                 entries"
+        None => "views reserve max_view × 4.5 bytes per observer: a ring of 4-byte \
+                 entries and an overflow of an eighth"
             .to_owned(),
     };
     let _ = writeln!(
