@@ -107,6 +107,10 @@ struct Pass {
     written: u32,
     /// Entries of `order` before this are read or stale.
     read: u32,
+    /// Free entries known to lie ahead of the cursor (the first view not
+    /// yet read may lie farther): while this holds a view, the pass need
+    /// not look.
+    known_free: u32,
     /// Whether the pass writes into the second ring.
     into_back: bool,
     /// Whether the unread views were slid up already.
@@ -266,6 +270,7 @@ impl Views {
             cursor: if into_back { self.back() } else { self.tail },
             written: 0,
             read: 0,
+            known_free: 0,
             into_back,
             compacted: false,
         });
@@ -328,6 +333,7 @@ impl Views {
         if let Some(pass) = self.pass.as_mut() {
             pass.cursor = at as u32 + n;
             pass.written += n;
+            pass.known_free = pass.known_free.saturating_sub(n);
         }
     }
 
@@ -345,22 +351,66 @@ impl Views {
 
     /// Where the pass writes view `v`, and how many entries it has room
     /// for there: `max_view`, none of them over an old view not yet read.
+    #[inline]
     fn window(&mut self, v: u32) -> (u32, u32) {
+        let max = self.max_view;
+        let (back, base, end) = (self.back(), self.front, self.front + self.ring);
+        let Some(pass) = self.pass.as_mut() else {
+            return (0, 0);
+        };
+        if pass.into_back {
+            return (pass.cursor, max.min(back + self.ring - pass.cursor));
+        }
+        // Writing a view takes no more than it frees: the entries known
+        // free only shrink by what is written (and by a run skipped at the
+        // ring's end), so while they hold a view there is no need to look.
+        let wrap = pass.cursor + max > end;
+        let skip = if wrap { end - pass.cursor } else { 0 };
+        if pass.known_free >= skip + max {
+            if wrap {
+                #[cfg(test)]
+                {
+                    self.seen.wraps += 1;
+                }
+                pass.cursor = base;
+                pass.written += skip;
+                pass.known_free -= skip;
+            }
+            let at = pass.cursor;
+            #[cfg(debug_assertions)]
+            {
+                let in_order = self.in_order(v);
+                debug_assert!(in_order, "a pass must visit views in ring order");
+            }
+            return (at, max);
+        }
+        self.look_ahead(v)
+    }
+
+    /// Whether a pass may rewrite `v` now: it is not in the ring, or it is
+    /// the first view there the pass has not read (the pass's place in
+    /// `order` moves up to that one).
+    fn in_order(&mut self, v: u32) -> bool {
+        let Some(mut pass) = self.pass else {
+            return true;
+        };
+        let first = self.first_unread(&mut pass);
+        self.pass = Some(pass);
+        !self.in_ring(v) || self.written_in[v as usize] == self.passes || first == Some(v)
+    }
+
+    /// [`Views::window`] where the entries known free may not hold a view:
+    /// finds the first view not yet read, and slides the unread views up
+    /// where even that leaves too little.
+    fn look_ahead(&mut self, v: u32) -> (u32, u32) {
         let Some(mut pass) = self.pass else {
             return (0, 0);
         };
         let max = self.max_view;
-        if pass.into_back {
-            let end = self.back() + self.ring;
-            return (pass.cursor, max.min(end - pass.cursor));
-        }
         let (base, end) = (self.front, self.front + self.ring);
         loop {
+            debug_assert!(self.in_order(v), "a pass must visit views in ring order");
             let ahead = self.first_unread(&mut pass);
-            debug_assert!(
-                !self.in_ring(v) || self.written_in[v as usize] == self.passes || ahead == Some(v),
-                "a pass must visit views in ring order"
-            );
             // Free entries ahead of the cursor: up to the first view not yet
             // read, or, with none left, up to where the pass began.
             let free = match ahead {
@@ -384,8 +434,9 @@ impl Views {
                     pass.cursor = base;
                     pass.written += skip;
                 }
+                pass.known_free = free.saturating_sub(skip);
                 self.pass = Some(pass);
-                return (pass.cursor, max.min(free.saturating_sub(skip)));
+                return (pass.cursor, max.min(pass.known_free));
             }
             self.compact_unread(&mut pass);
         }
