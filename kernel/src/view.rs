@@ -190,6 +190,7 @@ impl Views {
     pub(crate) fn reserve_back(&mut self) {
         let both = self.overflow as usize + 2 * self.ring as usize;
         if self.store.len() < both {
+            self.store.reserve_exact(both - self.store.len());
             self.store.resize(both, 0);
         }
     }

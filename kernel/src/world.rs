@@ -608,9 +608,10 @@ impl World {
     /// width it has room for. Allocates (per task, a scratch buffer of 4
     /// bytes per entity for the sweep; and, from 2 tasks on, 128 bytes per
     /// entity of event records shared out between the tasks, plus 16 bytes
-    /// per observer, and per task about 5 bytes per entity for rebuilding
-    /// views), so call it once, after construction, not between ticks that
-    /// must not allocate.
+    /// per observer, per task about 5 bytes per entity for rebuilding
+    /// views, and a second ring for the views, 4 bytes per entry of their
+    /// room, which split passes write into), so call it once, after
+    /// construction, not between ticks that must not allocate.
     pub fn reserve_width(&mut self, width: usize) -> usize {
         let c = &self.config;
         let slots = c.max_entities + spare_slots(c.max_entities);
