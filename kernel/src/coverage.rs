@@ -90,11 +90,16 @@ pub enum Path {
     /// entities are due an update: views walked for them list their due
     /// subjects first, without a branch per entry.
     DueGathered,
+    /// The views' overflow full: every view packed back into the ring.
+    ViewsPacked,
+    /// A pass that found too little room ahead between its writing and
+    /// the old views it had not read: slid those up past the holes.
+    UnreadViewsSlid,
 }
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 33] = [
+    pub const ALL: [Path; 35] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -128,6 +133,8 @@ impl Path {
         Path::RecheckedAfterCut,
         Path::DueByCells,
         Path::DueGathered,
+        Path::ViewsPacked,
+        Path::UnreadViewsSlid,
     ];
 }
 
@@ -167,6 +174,12 @@ impl PathCounts {
     #[cfg(any(debug_assertions, feature = "path-coverage"))]
     pub(crate) fn hit(&mut self, path: Path) {
         self.counts[path as usize] += 1;
+    }
+
+    /// Counts `times` more of `path`.
+    #[cfg(any(debug_assertions, feature = "path-coverage"))]
+    pub(crate) fn hit_times(&mut self, path: Path, times: u64) {
+        self.counts[path as usize] += times;
     }
 }
 

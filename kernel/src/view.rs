@@ -86,6 +86,9 @@ pub(crate) struct Views {
     /// How often each rare path ran, for the tests to show they reach it.
     #[cfg(test)]
     seen: Seen,
+    /// Packs and slides since the world last took them (`coverage.rs`).
+    #[cfg(any(debug_assertions, feature = "path-coverage"))]
+    rare: (u64, u64),
 }
 
 /// Counts of the rare paths: packs, slides of unread views, wraps.
@@ -182,6 +185,8 @@ impl Views {
             bounded: (room as usize) < observers * max_view as usize,
             #[cfg(test)]
             seen: Seen::default(),
+            #[cfg(any(debug_assertions, feature = "path-coverage"))]
+            rare: (0, 0),
         }
     }
 
@@ -470,6 +475,10 @@ impl Views {
         {
             self.seen.compactions += 1;
         }
+        #[cfg(any(debug_assertions, feature = "path-coverage"))]
+        {
+            self.rare.1 += 1;
+        }
         let (base, ring, c) = (self.front, self.ring, pass.cursor);
         // Positions counted from the cursor, around the ring.
         let from_cursor = |at: u32| around(at, c, ring);
@@ -622,6 +631,10 @@ impl Views {
         {
             self.seen.packs += 1;
         }
+        #[cfg(any(debug_assertions, feature = "path-coverage"))]
+        {
+            self.rare.0 += 1;
+        }
         let (base, ring) = (self.front as usize, self.ring as usize);
         // Empty views give up their runs.
         for w in 0..self.len.len() {
@@ -753,6 +766,12 @@ impl Views {
         self.free.clear();
         // Popped from the back: hand out low views first.
         self.free.extend((live..self.len.len() as u32).rev());
+    }
+
+    /// Packs and slides of unread views since the last call.
+    #[cfg(any(debug_assertions, feature = "path-coverage"))]
+    pub(crate) fn take_rare(&mut self) -> (u64, u64) {
+        core::mem::take(&mut self.rare)
     }
 
     /// Whether some view holds `max_view` entries (and so may be culled).

@@ -843,6 +843,12 @@ impl World {
             self.hit(Path::Renumbered);
             self.renumber_slots();
         }
+        #[cfg(any(debug_assertions, feature = "path-coverage"))]
+        {
+            let (packs, slides) = self.views.take_rare();
+            self.paths.hit_times(Path::ViewsPacked, packs);
+            self.paths.hit_times(Path::UnreadViewsSlid, slides);
+        }
         self.tick = t;
         self.digest = self.compute_digest();
         TickReport {

@@ -167,6 +167,68 @@ fn pairs_overflow() -> gen::Scenario {
     s
 }
 
+/// Radius mode, views of up to 8 in a room of 40 (a ring of 72): four
+/// observers that see one subject each, then five that see 8, 8, 8, 8
+/// and 4. A pass lays the views out one after another in id order; edit
+/// ticks then take all but one subject out of the fifth view and every one
+/// out of the sixth to eighth, leaving 31 entries of holes between the
+/// fifth and the ninth; and a last pass gives the first four seven
+/// subjects more each. By the fifth view the pass has written 28 more
+/// than it has read, and the free entries ahead of it end at the fifth's
+/// old run, so it slides the fifth and the ninth up past the holes.
+fn unread_views_slid() -> gen::Scenario {
+    let config = Config {
+        visibility: Visibility::Radius,
+        max_entities: 80,
+        max_observers: 9,
+        max_view: 8,
+        max_visible: Some(40),
+        ..Config::default()
+    };
+    let x = |k: u64| 150 + 300 * (k as i32 - 1);
+    let far = |id: u64| (150 + 20 * (id as i32 % 200), 5000);
+    let seen = [1, 1, 1, 1, 8, 8, 8, 8, 4];
+    let mut first: Vec<Command> = (1..=9).map(|k| observer(k, x(k), 150)).collect();
+    for (k, &n) in (1..=9).zip(&seen) {
+        first.extend((0..n).map(|j| npc(100 * k + j, x(k) + 10 + 3 * j as i32, 160)));
+    }
+    // Seven more for each of the first four, out of sight for now.
+    let newcomers: Vec<u64> = (1..=4)
+        .flat_map(|k| (0..7).map(move |j| 1000 + 10 * k + j))
+        .collect();
+    first.extend(newcomers.iter().map(|&id| npc(id, far(id).0, far(id).1)));
+    // Every subject in sight steps: a pass writes every view in id order.
+    let lay_out: Vec<Command> = (1..=9u64)
+        .zip(&seen)
+        .flat_map(|(k, &n)| (0..n).map(move |j| step(100 * k + j, x(k) + 11 + 3 * j as i32, 160)))
+        .collect();
+    // Fewer movers a tick than observers: views are edited in place.
+    let leaving: Vec<u64> = (501..508)
+        .chain(600..608)
+        .chain(700..708)
+        .chain(800..808)
+        .collect();
+    let mut ticks = vec![first, lay_out];
+    for chunk in leaving.chunks(7) {
+        ticks.push(
+            chunk
+                .iter()
+                .map(|&id| step(id, far(id).0, far(id).1))
+                .collect(),
+        );
+    }
+    ticks.push(
+        newcomers
+            .iter()
+            .map(|&id| {
+                let k = (id - 1000) / 10;
+                step(id, x(k) - 10 - 3 * (id % 10) as i32, 140)
+            })
+            .collect(),
+    );
+    gen::Scenario { config, ticks }
+}
+
 /// Runs `s` against the oracle and adds the paths its world took.
 fn checked(total: &mut PathCounts, s: &gen::Scenario, what: &str) {
     let (_, world) = check::world_against_oracle(s).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -211,6 +273,7 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
     let s = swept_view_overfills_while_due();
     checked(&mut total, &s, "swept view overfills while due");
     checked(&mut total, &pairs_overflow(), "pairs overflow");
+    checked(&mut total, &unread_views_slid(), "unread views slid");
     checked(
         &mut total,
         &gen::grid_settling(39, 10),
