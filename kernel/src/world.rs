@@ -653,9 +653,11 @@ impl World {
         }
 
         // Entities that moved last tick without being due may settle now.
+        // Most that keep moving were touched by their move already: the
+        // stamp says so without reading the entity's record.
         for k in 0..self.pending.len() {
             let slot = self.pending[k];
-            if self.slots.entities[slot as usize].alive {
+            if self.stamps.touched[slot as usize] != t && self.slots.entities[slot as usize].alive {
                 self.touch(slot, t);
             }
         }
