@@ -83,7 +83,7 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
-        stderr.contains("the world would reserve about 40.")
+        stderr.contains("the world would reserve about 26.5 MiB")
             && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
         "{stderr}"
     );
@@ -94,7 +94,7 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
 fn serve_counts_what_each_clients_connection_reserves() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    // The default world (about 40 MiB) fits 512 MiB; 100 000 connections
+    // The default world (about 26.5 MiB) fits 512 MiB; 100 000 connections
     // with room for views of 1 024 subjects do not.
     let out = serve("512MiB", &["--max-clients", "100000"], &data);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -121,13 +121,13 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    // The options' world (the default) would reserve 40 MiB: the figure
+    // The options' world (the default) would reserve 26.5 MiB: the figure
     // says that the journal's world, the one that would run, is checked.
     let out = serve("4MiB", &[], &data);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("the world would reserve about 6.6 MiB"),
+        stderr.contains("the world would reserve about 6.5 MiB"),
         "{stderr}"
     );
 }
@@ -149,7 +149,7 @@ fn a_cluster_node_checks_the_streams_world_and_its_clients() {
     // A new world above the limit is refused before it is stored...
     let stderr = refused(&cluster("16MiB", &["--ticks", "5"], "a"));
     assert!(
-        stderr.contains("the world would reserve about 40.")
+        stderr.contains("the world would reserve about 26.5 MiB")
             && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
         "{stderr}"
     );
@@ -163,7 +163,7 @@ fn a_cluster_node_checks_the_streams_world_and_its_clients() {
     assert!(out.status.success(), "{out:?}");
 
     // The stored world is what a joining node checks, not its options'
-    // (the default world, 40 MiB, would not fit 4 MiB)...
+    // (the default world, 26.5 MiB, would not fit 4 MiB)...
     let out = cluster("4MiB", &["--ticks", "5", "--max-clients", "16"], "c");
     assert!(out.status.success(), "{out:?}");
     // ...with each of its clients' connections.
