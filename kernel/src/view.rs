@@ -83,21 +83,19 @@ pub(crate) struct Views {
     held: u32,
     /// Whether the store is smaller than `max_view` for every view.
     bounded: bool,
-    /// How often each rare path ran, for the tests to show they reach it.
-    #[cfg(test)]
+    /// How often each rare path ran since the world last took the
+    /// counts (`coverage.rs`), so tests can show they reach it.
+    #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
     seen: Seen,
-    /// Packs and slides since the world last took them (`coverage.rs`).
-    #[cfg(any(debug_assertions, feature = "path-coverage"))]
-    rare: (u64, u64),
 }
 
 /// Counts of the rare paths: packs, slides of unread views, wraps.
-#[cfg(test)]
+#[cfg(any(test, debug_assertions, feature = "path-coverage"))]
 #[derive(Clone, Copy, Debug, Default)]
-struct Seen {
-    packs: u32,
-    compactions: u32,
-    wraps: u32,
+pub(crate) struct Seen {
+    pub(crate) packs: u64,
+    pub(crate) compactions: u64,
+    pub(crate) wraps: u64,
 }
 
 /// A pass under way.
@@ -183,10 +181,8 @@ impl Views {
             full: if max_view == 0 { max_observers } else { 0 },
             held: 0,
             bounded: (room as usize) < observers * max_view as usize,
-            #[cfg(test)]
+            #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
             seen: Seen::default(),
-            #[cfg(any(debug_assertions, feature = "path-coverage"))]
-            rare: (0, 0),
         }
     }
 
@@ -374,7 +370,7 @@ impl Views {
         let skip = if wrap { end - pass.cursor } else { 0 };
         if pass.known_free >= skip + max {
             if wrap {
-                #[cfg(test)]
+                #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
                 {
                     self.seen.wraps += 1;
                 }
@@ -433,7 +429,7 @@ impl Views {
                 // stay within the free entries all the same.
                 debug_assert!(free >= skip + max, "a pass ran out of ring");
                 if wrap {
-                    #[cfg(test)]
+                    #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
                     {
                         self.seen.wraps += 1;
                     }
@@ -471,13 +467,9 @@ impl Views {
     /// so that the holes between them lie ahead of the cursor.
     fn compact_unread(&mut self, pass: &mut Pass) {
         pass.compacted = true;
-        #[cfg(test)]
+        #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
         {
             self.seen.compactions += 1;
-        }
-        #[cfg(any(debug_assertions, feature = "path-coverage"))]
-        {
-            self.rare.1 += 1;
         }
         let (base, ring, c) = (self.front, self.ring, pass.cursor);
         // Positions counted from the cursor, around the ring.
@@ -505,14 +497,14 @@ impl Views {
         }
     }
 
-    /// The old views and the second ring, from the cursor of the pass
-    /// under way on, for a pass split into tasks: `store` is this store,
-    /// taken out with [`Views::take_store`]. `None` without a second ring.
+    /// The old views and the second ring from `cursor` on (the pass's,
+    /// [`Views::back_cursor`]), for a pass split into tasks: `store` is
+    /// this store, taken out with [`Views::take_store`].
     pub(crate) fn split_store<'a>(
         &self,
         store: &'a mut [u32],
-    ) -> Option<(OldViews<'a>, &'a mut [u32])> {
-        let pass = self.pass.filter(|p| p.into_back)?;
+        cursor: usize,
+    ) -> (OldViews<'a>, &'a mut [u32]) {
         let (overflow, ring) = (self.overflow as usize, self.ring as usize);
         let (first, second) = store.split_at_mut(overflow + ring);
         let (old, back, back_start) = if self.front == self.overflow {
@@ -532,9 +524,9 @@ impl Views {
             (old, ring0, overflow)
         };
         let back = back
-            .get_mut(pass.cursor as usize - back_start..)
+            .get_mut(cursor.saturating_sub(back_start)..)
             .unwrap_or(&mut []);
-        Some((old, back))
+        (old, back)
     }
 
     /// The whole store, taken out for a split pass (`world/split.rs`):
@@ -627,13 +619,9 @@ impl Views {
     /// shares the room left over out as room to grow in place, so that
     /// packing stays rare even when the views nearly fill their room.
     fn pack(&mut self, grow: u32, total: u32) {
-        #[cfg(test)]
+        #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
         {
             self.seen.packs += 1;
-        }
-        #[cfg(any(debug_assertions, feature = "path-coverage"))]
-        {
-            self.rare.0 += 1;
         }
         let (base, ring) = (self.front as usize, self.ring as usize);
         // Empty views give up their runs.
@@ -707,22 +695,18 @@ impl Views {
         let count = self.order.len().max(1) as u64;
         // share ≤ room / views, so it fits u32.
         let share = ((u64::from(self.room) - needed.min(u64::from(self.room))) / count) as u32;
-        let caps: u64 = self
-            .order
-            .iter()
-            .map(|&w| {
-                let n = need(self, w);
-                u64::from(n.max(n.saturating_add(share).min(self.max_view)))
-            })
-            .sum();
+        let cap = |views: &Views, w: u32| {
+            let n = need(views, w);
+            n.max(n.saturating_add(share).min(views.max_view))
+        };
+        let caps: u64 = self.order.iter().map(|&w| u64::from(cap(self, w))).sum();
         debug_assert!(caps <= ring as u64, "the views outgrew their room");
         // From the last view down: each moves up (out of the ring's packed
         // start) or in from the overflow, never over a view not yet moved.
         let mut end = base + (caps as usize).min(ring);
         for k in (0..self.order.len()).rev() {
             let w = self.order[k];
-            let n = need(self, w);
-            let cap = n.max(n.saturating_add(share).min(self.max_view));
+            let cap = cap(self, w);
             let to = end.saturating_sub(cap as usize).max(base);
             if w != grow {
                 let (s, len) = (
@@ -768,10 +752,10 @@ impl Views {
         self.free.extend((live..self.len.len() as u32).rev());
     }
 
-    /// Packs and slides of unread views since the last call.
-    #[cfg(any(debug_assertions, feature = "path-coverage"))]
-    pub(crate) fn take_rare(&mut self) -> (u64, u64) {
-        core::mem::take(&mut self.rare)
+    /// How often each rare path ran since the last call.
+    #[cfg(any(test, debug_assertions, feature = "path-coverage"))]
+    pub(crate) fn take_seen(&mut self) -> Seen {
+        core::mem::take(&mut self.seen)
     }
 
     /// Whether some view holds `max_view` entries (and so may be culled).
@@ -1105,7 +1089,7 @@ mod tests {
 
     #[test]
     fn random_changes_keep_every_view_with_a_second_ring() {
-        let packs: u32 = (0..20).map(|seed| random_walk(seed, true).packs).sum();
+        let packs: u64 = (0..20).map(|seed| random_walk(seed, true).packs).sum();
         assert!(packs > 0);
     }
 }

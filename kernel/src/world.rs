@@ -847,9 +847,10 @@ impl World {
         }
         #[cfg(any(debug_assertions, feature = "path-coverage"))]
         {
-            let (packs, slides) = self.views.take_rare();
-            self.paths.hit_times(Path::ViewsPacked, packs);
-            self.paths.hit_times(Path::UnreadViewsSlid, slides);
+            let seen = self.views.take_seen();
+            self.paths.hit_times(Path::ViewsPacked, seen.packs);
+            self.paths
+                .hit_times(Path::UnreadViewsSlid, seen.compactions);
         }
         self.tick = t;
         self.digest = self.compute_digest();

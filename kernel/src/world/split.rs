@@ -222,11 +222,7 @@ impl World {
         let mut store = self.views.take_store();
         {
             // The pass writes into the second ring, from its cursor on.
-            let Some((ref old, mut back)) = self.views.split_store(&mut store) else {
-                self.views.put_store(store);
-                self.split = split;
-                return None;
-            };
+            let (ref old, mut back) = self.views.split_store(&mut store, cursor);
             let world = &*self;
             let mut tasks = heapless::Vec::<_, MAX_WIDTH>::new();
             let (mut ends, mut placed) = (&mut split.ends[..n], &mut split.placed[..n]);
