@@ -164,8 +164,8 @@ impl RuleTables<'_> {
             col_row: self.grid.xy(o.cell),
             x: o.cur.pos.x.to_bits(),
             y: o.cur.pos.y.to_bits(),
-            enter2: sight.enter2,
-            stay2: sight.stay2,
+            enter2: sight.enter2(),
+            stay2: sight.stay2(),
         };
         let s = &self.entities[subject as usize];
         let seen = Seen {

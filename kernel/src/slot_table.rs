@@ -22,7 +22,7 @@ use crate::digest::{
     self, chain_full_lanes, chain_lanes, DigestSums, WordHasher, Words, DOMAIN_ENTITY, HEAD_WORDS,
     MOTION_WORDS,
 };
-use crate::fixed_point::{Dir, Fix, Pos};
+use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
 use crate::permutation::Permutation;
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
@@ -59,27 +59,73 @@ pub(crate) struct Entity {
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(size_of::<Entity>() == 144);
 
-/// What an entity would see as an observer, fixed at spawn.
+/// What an entity would see as an observer, fixed at spawn. Its squared
+/// distances are worked out when read (a rebuild, a renewed pairing
+/// record), not kept: 32 bytes a slot instead of 64.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Sight {
     pub(crate) radius: Fix,
+    /// The stay distance, `r + hysteresis`, raw.
+    stay: i64,
     pub(crate) interest: u32,
     /// Cells around its own that an observer's candidates can come from.
     pub(crate) ring: u32,
-    /// `r²` and `(r + hysteresis)²` in raw units.
-    pub(crate) enter2: u128,
-    pub(crate) stay2: u128,
+    /// Radius mode: the view is a disc (else its squared distances are 0).
+    disc: bool,
     /// Every candidate of its rebuilds is less than `2^31` raw away on each
     /// axis, so distances square in 64 bits.
     pub(crate) near: bool,
 }
 
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(size_of::<Sight>() == 32);
+
 impl Sight {
+    /// The sight of radius `radius` and stay distance `stay` (raw), a
+    /// disc in radius mode.
+    pub(crate) fn new(
+        radius: Fix,
+        stay: i64,
+        interest: u32,
+        ring: u32,
+        disc: bool,
+        near: bool,
+    ) -> Sight {
+        Sight {
+            radius,
+            stay,
+            interest,
+            ring,
+            disc,
+            near,
+        }
+    }
+
+    /// `r²` in raw units (radius mode; 0 in grid mode).
+    #[inline]
+    pub(crate) fn enter2(&self) -> u128 {
+        match self.disc {
+            true => len2_raw(self.radius),
+            false => 0,
+        }
+    }
+
+    /// `(r + hysteresis)²` in raw units (radius mode; 0 in grid mode).
+    #[inline]
+    pub(crate) fn stay2(&self) -> u128 {
+        let stay = u128::from(self.stay.unsigned_abs());
+        match self.disc {
+            true => stay * stay,
+            false => 0,
+        }
+    }
+
     /// Whether a radius-mode view is exactly every subject within `r`:
     /// no hysteresis band, candidates near enough for 64-bit squares, and
     /// every layer in the world (`common_layers`) of interest.
     pub(crate) fn plain_disc(&self, common_layers: u32) -> bool {
-        self.near && self.enter2 == self.stay2 && self.interest & common_layers != 0
+        let same = !self.disc || self.stay.unsigned_abs() == self.radius.to_bits().unsigned_abs();
+        self.near && same && self.interest & common_layers != 0
     }
 }
 
@@ -178,8 +224,8 @@ impl Watcher {
         Watcher {
             x: e.cur.pos.x.to_bits(),
             y: e.cur.pos.y.to_bits(),
-            enter2: sight.enter2,
-            stay2_or_span: sight.stay2,
+            enter2: sight.enter2(),
+            stay2_or_span: sight.stay2(),
             interest: sight.interest,
             cell: e.cell,
             ring: sight.ring,

@@ -423,7 +423,7 @@ impl Sweep {
                 && stepped(e.cur.pos.y, was_y)
                 && sight.plain_disc(scene.common_layers)
                 && scene.views.slots(e.view).len() < max_view;
-            if let (true, Ok(e2)) = (keeps, u64::try_from(sight.enter2)) {
+            if let (true, Ok(e2)) = (keeps, u64::try_from(sight.enter2())) {
                 enter2[o as usize] = e2;
                 r_min = r_min.min(sight.radius.to_bits());
                 r_max = r_max.max(sight.radius.to_bits());

@@ -15,7 +15,7 @@ use crate::digest::{config_hash, DigestSums, PairHasher};
 use crate::due_cells::DueCells;
 use crate::emit::{send_enter, send_leave};
 use crate::event::{CountingSink, Event, EventSink, RejectReason};
-use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
+use crate::fixed_point::{Dir, Fix, Pos};
 use crate::fork::{Fork, Serial};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
@@ -43,8 +43,12 @@ mod incremental;
 mod query;
 mod renumber;
 mod split;
+mod stamps;
+
 use incremental::{Changed, Dues, PairMarks, PairScene};
 pub use query::BufferTooSmall;
+pub(crate) use stamps::stamp;
+use stamps::Stamps;
 
 /// The public state of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -177,15 +181,6 @@ enum ObserverPath {
     Swept,
     /// Rebuilt from the candidates around it.
     Rebuild,
-}
-
-/// Per-slot tick stamps: a slot is "in" a per-tick set when its stamp equals
-/// the current tick, so sets clear in O(1).
-struct Stamps {
-    touched: Vec<u64>,
-    affected: Vec<u64>,
-    /// Affected observers whose view is rebuilt rather than updated.
-    rebuild: Vec<u64>,
 }
 
 /// A deterministic lockstep AOI world. See the [crate docs](crate) for the contract.
@@ -437,11 +432,7 @@ impl World {
             any_due: false,
             gather_due: false,
             entered: Candidates::new(config.max_view.min(config.max_entities)),
-            stamps: Stamps {
-                touched: vec![0; n],
-                affected: vec![0; n],
-                rebuild: vec![0; n],
-            },
+            stamps: Stamps::new(slots),
             sweep: Sweep::new(&config, slots),
             split: split::Split::default(),
             due: SlotBits::new(slots),
@@ -633,6 +624,7 @@ impl World {
     ) -> TickReport {
         let t = self.tick + 1;
         let mut events = 0u64;
+        self.stamps.begin(t);
         self.touched.clear();
         self.gone.clear();
         self.affected.clear();
@@ -657,7 +649,9 @@ impl World {
         // stamp says so without reading the entity's record.
         for k in 0..self.pending.len() {
             let slot = self.pending[k];
-            if self.stamps.touched[slot as usize] != t && self.slots.entities[slot as usize].alive {
+            if self.stamps.touched[slot as usize] != stamp(t)
+                && self.slots.entities[slot as usize].alive
+            {
                 self.touch(slot, t);
             }
         }
@@ -977,9 +971,10 @@ impl World {
     }
 
     fn touch(&mut self, slot: u32, t: u64) {
-        let stamp = &mut self.stamps.touched[slot as usize];
-        if *stamp != t {
-            *stamp = t;
+        let now = stamp(t);
+        let at = &mut self.stamps.touched[slot as usize];
+        if *at != now {
+            *at = now;
             self.touched.push(slot);
         }
     }
@@ -1030,7 +1025,7 @@ impl World {
             dir: s.dir,
             speed: s.speed,
         };
-        let (ring, enter2, stay2) = self.reach(s.radius);
+        let ring = self.ring_of(s.radius);
         let entity = Entity {
             id: s.id,
             alive: true,
@@ -1042,14 +1037,11 @@ impl World {
             cell,
             hash: 0,
         };
-        let sight = Sight {
-            radius: s.radius,
-            interest: s.interest,
-            ring,
-            enter2,
-            stay2,
-            near: self.near(ring, s.radius),
-        };
+        // Both are at most 2^61 raw, so the sum does not overflow.
+        let stay = s.radius.to_bits() + self.config.hysteresis.to_bits();
+        let disc = self.config.visibility == Visibility::Radius;
+        let near = self.near(ring, s.radius);
+        let sight = Sight::new(s.radius, stay, s.interest, ring, disc, near);
         self.slots.occupy(slot, entity, sight, t);
         self.index.insert(s.id, slot);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
@@ -1093,23 +1085,17 @@ impl World {
         by_cells.max(by_squares) < 1 << 31
     }
 
-    /// An observer's ring (in cells) and its squared enter and stay distances.
-    fn reach(&self, radius: Fix) -> (u32, u128, u128) {
+    /// How many cells around its own an observer of `radius` reaches.
+    fn ring_of(&self, radius: Fix) -> u32 {
         let max_ring = self.config.width_cells.max(self.config.height_cells);
         match self.config.visibility {
-            Visibility::Grid => (1.min(max_ring), 0, 0),
+            Visibility::Grid => 1.min(max_ring),
             Visibility::Radius => {
                 // Both are at most 2^61 raw, so neither the sum nor the ceiling overflows.
                 let stay = radius.to_bits() + self.config.hysteresis.to_bits();
                 let cell = self.config.cell_size.to_bits();
                 let ring = (stay + cell - 1) / cell;
-                let ring = u32::try_from(ring).unwrap_or(u32::MAX).min(max_ring);
-                let stay_raw = stay.unsigned_abs();
-                (
-                    ring,
-                    len2_raw(radius),
-                    u128::from(stay_raw) * u128::from(stay_raw),
-                )
+                u32::try_from(ring).unwrap_or(u32::MAX).min(max_ring)
             }
         }
     }
@@ -1245,15 +1231,15 @@ impl World {
     /// Which path refreshes the view of the observer at `slot` this tick.
     #[inline]
     fn observer_path(&self, slot: u32, t: u64) -> ObserverPath {
-        let affected =
-            self.plan.refresh == Refresh::RebuildAll || self.stamps.affected[slot as usize] == t;
+        let affected = self.plan.refresh == Refresh::RebuildAll
+            || self.stamps.affected[slot as usize] == stamp(t);
         if !affected {
             return match self.plan.updates {
                 Updates::Walked => ObserverPath::KeepAndWalk,
                 Updates::Paired => ObserverPath::Keep,
             };
         }
-        if self.plan.refresh == Refresh::Edit && self.stamps.rebuild[slot as usize] != t {
+        if self.plan.refresh == Refresh::Edit && self.stamps.rebuild[slot as usize] != stamp(t) {
             let view = self.slots.entities[slot as usize].view;
             return match self.margins.any() && self.margins.bounds(view).is_some() {
                 true => ObserverPath::EditCulled,
@@ -1625,7 +1611,7 @@ impl World {
             x: o.cur.pos.x.to_bits(),
             y: o.cur.pos.y.to_bits(),
             radius: (self.config.visibility == Visibility::Radius)
-                .then_some((sight.enter2, sight.stay2)),
+                .then_some((sight.enter2(), sight.stay2())),
             near: sight.near,
             // Only the loops for grid mode and for radius mode without
             // hysteresis (the common cases) leave the two tests out.
@@ -2049,6 +2035,8 @@ impl World {
         self.capped = self.views.bounded();
         self.slots.ids.end_tick();
         self.tick = tick;
+        // No tick to come may read a stamp from before the restore.
+        self.stamps.restart(tick);
         self.digest = self.compute_digest();
     }
 }

@@ -75,7 +75,7 @@ impl World {
     /// observer's pairing record.
     pub(super) fn sync_margin(&mut self, slot: u32, view: u32) {
         let span = self.margins.bounds(view).map(|b| b.dist2_span());
-        let stay2 = self.slots.sights[slot as usize].stay2;
+        let stay2 = self.slots.sights[slot as usize].stay2();
         if let Some(w) = self.slots.watchers.get_mut(slot as usize) {
             w.set_margin(span, stay2);
         }

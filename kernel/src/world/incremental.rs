@@ -19,7 +19,7 @@
 
 use alloc::vec::Vec;
 
-use super::{ViewChange, World};
+use super::{stamp, ViewChange, World};
 use crate::cell_sorted::CellSorted;
 use crate::command::EntityId;
 use crate::config::{Config, Visibility};
@@ -129,8 +129,8 @@ pub(super) struct PairScene<'a> {
 /// rebuild, and the pairs it records for them.
 pub(super) struct PairMarks<'a> {
     /// Per slot: the tick it was last affected, marked for a rebuild.
-    pub(super) affected_at: &'a mut [u64],
-    pub(super) rebuild_at: &'a mut [u64],
+    pub(super) affected_at: &'a mut [u32],
+    pub(super) rebuild_at: &'a mut [u32],
     /// The affected observers, as `(id, slot)`.
     pub(super) affected: &'a mut Vec<(EntityId, u32)>,
     /// How many of them are marked for a rebuild.
@@ -247,8 +247,8 @@ impl PairMarks<'_> {
 
     #[inline(always)]
     fn mark_affected(&mut self, ids: &SlotIds, slot: u32, t: u64) {
-        if self.affected_at[slot as usize] != t {
-            self.affected_at[slot as usize] = t;
+        if self.affected_at[slot as usize] != stamp(t) {
+            self.affected_at[slot as usize] = stamp(t);
             self.affected.push((ids.id(slot), slot));
         }
     }
@@ -256,8 +256,8 @@ impl PairMarks<'_> {
     #[inline(always)]
     fn mark_rebuild(&mut self, ids: &SlotIds, slot: u32, t: u64) {
         self.mark_affected(ids, slot, t);
-        if self.rebuild_at[slot as usize] != t {
-            self.rebuild_at[slot as usize] = t;
+        if self.rebuild_at[slot as usize] != stamp(t) {
+            self.rebuild_at[slot as usize] = stamp(t);
             *self.marked += 1;
         }
     }
