@@ -16,10 +16,10 @@ const PER_PAIR: u64 = 12;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
 /// without hysteresis only (its changes go in the pairs' room).
 const PER_SLOT_SWEEP: u64 = 130;
-/// Sixteenths of a byte per view entry: a ring of 4-byte entries and an
-/// overflow of a sixteenth as many (a world stepped with threads adds a
+/// Eighths of a byte per view entry: a ring of 4-byte entries and an
+/// overflow of an eighth as many (a world stepped with threads adds a
 /// second ring).
-const PER_VIEW_ENTRY_SIXTEENTHS: u64 = 68;
+const PER_VIEW_ENTRY_EIGHTHS: u64 = 36;
 /// Bytes of the ring's slack, per entry of one view (`max_view`).
 const PER_VIEW_SLACK: u64 = 16;
 /// Bytes per observer besides its view: its id list entries, cut-off
@@ -82,7 +82,7 @@ impl Config {
         FIXED
             .saturating_add(far)
             .saturating_add(slots.saturating_mul(per_slot))
-            .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY_SIXTEENTHS) / 16)
+            .saturating_add(visible.saturating_mul(PER_VIEW_ENTRY_EIGHTHS) / 8)
             .saturating_add(view.saturating_mul(PER_VIEW_SLACK))
             .saturating_add(observers.saturating_mul(PER_OBSERVER))
             .saturating_add(margins.saturating_mul(PER_MARGIN))
