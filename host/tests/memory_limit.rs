@@ -15,6 +15,24 @@ fn town_square() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/town_square.json")
 }
 
+/// A size as `lockgrid` prints it: MiB in tenths, rounded down.
+fn mib(bytes: u64) -> String {
+    let tenths = u128::from(bytes) * 10 / (1 << 20);
+    format!("{}.{} MiB", tenths / 10, tenths % 10)
+}
+
+/// What the default world (the options' world) would reserve, as printed.
+fn default_world() -> String {
+    mib(lockgrid_kernel::Config::default().reserved_bytes())
+}
+
+/// What the town square's world would reserve, as printed.
+fn town_square_world() -> String {
+    let text = std::fs::read_to_string(town_square()).unwrap();
+    let scenario = lockgrid_host::scenario::Scenario::from_json_str(&text).unwrap();
+    mib(scenario.config.reserved_bytes())
+}
+
 fn refused(out: &Output) -> String {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.is_empty(), "nothing runs: {out:?}");
@@ -83,8 +101,10 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
-        stderr.contains("the world would reserve about 26.5 MiB")
-            && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
+        stderr.contains(&format!(
+            "the world would reserve about {}",
+            default_world()
+        )) && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
         "{stderr}"
     );
     assert!(!data.exists(), "no data folder (nor lock file) was created");
@@ -94,7 +114,7 @@ fn serve_refuses_a_world_above_the_limit_before_creating_anything() {
 fn serve_counts_what_each_clients_connection_reserves() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    // The default world (about 26.5 MiB) fits 512 MiB; 100 000 connections
+    // The default world (about 26 MiB) fits 512 MiB; 100 000 connections
     // with room for views of 1 024 subjects do not.
     let out = serve("512MiB", &["--max-clients", "100000"], &data);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -121,13 +141,17 @@ fn serve_checks_the_world_of_an_existing_data_folder() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    // The options' world (the default) would reserve 26.5 MiB: the figure
-    // says that the journal's world, the one that would run, is checked.
+    // The options' world (the default) would reserve about 26 MiB: the
+    // figure says that the journal's world, the one that would run, is
+    // checked.
     let out = serve("4MiB", &[], &data);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("the world would reserve about 6.5 MiB"),
+        stderr.contains(&format!(
+            "the world would reserve about {}",
+            town_square_world()
+        )),
         "{stderr}"
     );
 }
@@ -149,8 +173,10 @@ fn a_cluster_node_checks_the_streams_world_and_its_clients() {
     // A new world above the limit is refused before it is stored...
     let stderr = refused(&cluster("16MiB", &["--ticks", "5"], "a"));
     assert!(
-        stderr.contains("the world would reserve about 26.5 MiB")
-            && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
+        stderr.contains(&format!(
+            "the world would reserve about {}",
+            default_world()
+        )) && stderr.contains("more than the memory limit of 16.0 MiB (--max-memory)"),
         "{stderr}"
     );
     // ...so the next node stores its own, a small one, and runs.
@@ -163,7 +189,7 @@ fn a_cluster_node_checks_the_streams_world_and_its_clients() {
     assert!(out.status.success(), "{out:?}");
 
     // The stored world is what a joining node checks, not its options'
-    // (the default world, 26.5 MiB, would not fit 4 MiB)...
+    // (the default world, about 26 MiB, would not fit 4 MiB)...
     let out = cluster("4MiB", &["--ticks", "5", "--max-clients", "16"], "c");
     assert!(out.status.success(), "{out:?}");
     // ...with each of its clients' connections.
