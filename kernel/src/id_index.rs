@@ -2,17 +2,22 @@
 //!
 //! Open addressing with linear probing and backward-shift deletion. It is
 //! only ever probed, never iterated, so its layout cannot leak into outputs.
+//!
+//! The table holds slots only: an entry's id is its slot's current
+//! occupant's, read from the slot table's ids ([`SlotIds`]), which every
+//! method is given. So the index must change with the occupants: an id is
+//! inserted once its slot holds it, and removed while it still does.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::digest::mix64;
 use crate::permutation::Permutation;
+use crate::slot_ids::SlotIds;
 
 const EMPTY: u32 = u32::MAX;
 
 pub(crate) struct IdIndex {
-    keys: Vec<u64>,
     slots: Vec<u32>,
     mask: usize,
 }
@@ -23,11 +28,11 @@ fn spread(id: u64) -> u64 {
 }
 
 impl IdIndex {
-    /// An index for up to `capacity` ids; the table is kept at most half full.
+    /// An index for up to `capacity` ids; the table is kept at most half
+    /// full (4 bytes an entry: 8 to 16 bytes per id of capacity).
     pub(crate) fn with_capacity(capacity: u32) -> Self {
         let size = (capacity as usize * 2).next_power_of_two().max(8);
         IdIndex {
-            keys: vec![0; size],
             slots: vec![EMPTY; size],
             mask: size - 1,
         }
@@ -37,27 +42,28 @@ impl IdIndex {
         (spread(id) as usize) & self.mask
     }
 
-    pub(crate) fn get(&self, id: u64) -> Option<u32> {
+    /// The slot of `id`, if indexed.
+    pub(crate) fn get(&self, id: u64, ids: &SlotIds) -> Option<u32> {
         let mut i = self.home(id);
         loop {
             let slot = self.slots[i];
             if slot == EMPTY {
                 return None;
             }
-            if self.keys[i] == id {
+            if ids.id(slot) == id {
                 return Some(slot);
             }
             i = (i + 1) & self.mask;
         }
     }
 
-    /// Inserts an id known to be absent. The caller bounds the count by the capacity.
-    pub(crate) fn insert(&mut self, id: u64, slot: u32) {
-        let mut i = self.home(id);
+    /// Indexes `slot`, which holds an id not indexed yet. The caller
+    /// bounds the count by the capacity.
+    pub(crate) fn insert(&mut self, slot: u32, ids: &SlotIds) {
+        let mut i = self.home(ids.id(slot));
         while self.slots[i] != EMPTY {
             i = (i + 1) & self.mask;
         }
-        self.keys[i] = id;
         self.slots[i] = slot;
     }
 
@@ -70,13 +76,14 @@ impl IdIndex {
         }
     }
 
-    pub(crate) fn remove(&mut self, id: u64) {
+    /// Removes `id`, whose slot still holds it, if indexed.
+    pub(crate) fn remove(&mut self, id: u64, ids: &SlotIds) {
         let mut i = self.home(id);
         loop {
             if self.slots[i] == EMPTY {
                 return;
             }
-            if self.keys[i] == id {
+            if ids.id(self.slots[i]) == id {
                 break;
             }
             i = (i + 1) & self.mask;
@@ -85,7 +92,7 @@ impl IdIndex {
         let mut hole = i;
         let mut j = (i + 1) & self.mask;
         while self.slots[j] != EMPTY {
-            let home = self.home(self.keys[j]);
+            let home = self.home(ids.id(self.slots[j]));
             // Move j into the hole unless its home lies cyclically in (hole, j].
             let between = if hole <= j {
                 hole < home && home <= j
@@ -93,7 +100,6 @@ impl IdIndex {
                 hole < home || home <= j
             };
             if !between {
-                self.keys[hole] = self.keys[j];
                 self.slots[hole] = self.slots[j];
                 hole = j;
             }
@@ -109,18 +115,20 @@ mod tests {
 
     #[test]
     fn insert_get_remove_keeps_every_other_key() {
+        let mut ids = SlotIds::new(64);
         let mut idx = IdIndex::with_capacity(64);
-        for id in 0..64u64 {
-            idx.insert(id * 7919, id as u32);
+        for slot in 0..64u32 {
+            ids.set(slot, u64::from(slot) * 7919);
+            idx.insert(slot, &ids);
         }
-        for id in (0..64u64).step_by(3) {
-            idx.remove(id * 7919);
+        for slot in (0..64u32).step_by(3) {
+            idx.remove(u64::from(slot) * 7919, &ids);
         }
-        for id in 0..64u64 {
-            let expect = if id % 3 == 0 { None } else { Some(id as u32) };
-            assert_eq!(idx.get(id * 7919), expect, "id {id}");
+        for slot in 0..64u32 {
+            let expect = if slot % 3 == 0 { None } else { Some(slot) };
+            assert_eq!(idx.get(u64::from(slot) * 7919, &ids), expect, "slot {slot}");
         }
-        idx.remove(12345); // absent: no effect
-        assert_eq!(idx.get(7919), Some(1));
+        idx.remove(12345, &ids); // absent: no effect
+        assert_eq!(idx.get(7919, &ids), Some(1));
     }
 }

@@ -34,11 +34,12 @@ pub(crate) const NO_VIEW: u32 = u32::MAX;
 /// The spawn tick ([`SlotTable::born`]) of a vacant slot.
 pub(crate) const UNBORN: u64 = u64::MAX;
 
-/// What every tick reads and writes of an entity that moves: 144 bytes.
-/// What is read only when its view is rebuilt, its pairing record renewed
-/// or its digest head rehashed is its [`Sight`], kept apart, since each
-/// moving entity's record streams through the cache several times a tick:
-/// 64 bytes more on each measured 12% slower at npc-10k radius.
+/// What every tick reads and writes of an entity that moves: 128 bytes,
+/// two cache lines. What is read only when its view is rebuilt, its
+/// pairing record renewed or its digest head rehashed is its [`Sight`],
+/// kept apart, since each moving entity's record streams through the
+/// cache several times a tick: 64 bytes more on each measured 12% slower
+/// at npc-10k radius.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entity {
     pub(crate) id: EntityId,
@@ -48,7 +49,11 @@ pub(crate) struct Entity {
     pub(crate) cur: Motion,
     /// State at the end of the previous tick (`s_{t-1}`); equals `cur` between ticks.
     pub(crate) prev: Motion,
-    pub(crate) sent: Option<Sent>,
+    /// The last state sent ([`Entity::sent`]) but its heading, which
+    /// `sent_dir` keeps outside it: a [`Sent`] as it is would leave 6
+    /// bytes of padding and take 8 more to say whether there is one.
+    sent: SentAt,
+    sent_dir: Dir,
     pub(crate) layers: u32,
     /// Current cell index.
     pub(crate) cell: u32,
@@ -57,7 +62,25 @@ pub(crate) struct Entity {
 }
 
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(size_of::<Entity>() == 144);
+const _: () = assert!(size_of::<Entity>() == 128);
+
+/// A [`Sent`] without its heading; `tick` is [`NEVER_SENT`] when nothing
+/// was sent.
+#[derive(Clone, Copy, Debug)]
+struct SentAt {
+    pos: Pos,
+    speed: Fix,
+    tick: u64,
+}
+
+/// No tick a world runs reaches it (they stop at `MAX_TICK`, `2^62`).
+const NEVER_SENT: u64 = u64::MAX;
+
+const NOTHING_SENT: SentAt = SentAt {
+    pos: Pos::new(Fix::ZERO, Fix::ZERO),
+    speed: Fix::ZERO,
+    tick: NEVER_SENT,
+};
 
 /// What an entity would see as an observer, fixed at spawn. Its squared
 /// distances are worked out when read (a rebuild, a renewed pairing
@@ -144,11 +167,52 @@ impl Entity {
             dir: 0,
             speed: Fix::ZERO,
         },
-        sent: None,
+        sent: NOTHING_SENT,
+        sent_dir: 0,
         layers: 0,
         cell: 0,
         hash: 0,
     };
+
+    /// A live entity as spawned: standing at `motion` since the end of
+    /// last tick, nothing sent yet, no digest term yet.
+    pub(crate) fn spawned(id: EntityId, view: u32, motion: Motion, layers: u32, cell: u32) -> Self {
+        Entity {
+            id,
+            alive: true,
+            view,
+            cur: motion,
+            prev: motion,
+            layers,
+            cell,
+            ..Entity::VACANT
+        }
+    }
+
+    /// The last state sent for the entity and when (the throttle's `L`
+    /// and `T`), if any.
+    #[inline(always)]
+    pub(crate) fn sent(&self) -> Option<Sent> {
+        let SentAt { pos, speed, tick } = self.sent;
+        let motion = Motion {
+            pos,
+            dir: self.sent_dir,
+            speed,
+        };
+        (tick != NEVER_SENT).then_some(Sent { motion, tick })
+    }
+
+    /// Records `sent` as the last state sent.
+    #[inline(always)]
+    pub(crate) fn set_sent(&mut self, sent: Option<Sent>) {
+        (self.sent, self.sent_dir) = match sent {
+            Some(Sent { motion, tick }) => {
+                let (pos, speed) = (motion.pos, motion.speed);
+                (SentAt { pos, speed, tick }, motion.dir)
+            }
+            None => (NOTHING_SENT, 0),
+        };
+    }
 
     pub(crate) fn is_observer(&self) -> bool {
         self.view != NO_VIEW
@@ -169,7 +233,7 @@ impl Entity {
             sight.radius,
             self.layers,
             sight.interest,
-            self.sent.as_ref(),
+            self.sent().as_ref(),
         )
     }
 
@@ -472,7 +536,7 @@ impl SlotTable {
                 sums.entities = sums.entities.wrapping_sub(e.hash).wrapping_add(term);
                 e.hash = term;
                 self.heads[slot as usize] = head;
-                if e.sent.map(|s| s.motion) != Some(e.cur) {
+                if e.sent().map(|s| s.motion) != Some(e.cur) {
                     pending.push(slot);
                 }
             }
@@ -520,10 +584,10 @@ mod tests {
             view: NO_VIEW,
             cur: m,
             prev: m,
-            sent: None,
             layers: id as u32,
             cell: id as u32 + 100,
             hash: id,
+            ..Entity::VACANT
         }
     }
 

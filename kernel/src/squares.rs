@@ -40,39 +40,26 @@ pub(crate) struct Squares<T> {
     /// Counting-sort cursors, one per square.
     fill: Vec<u32>,
     records: Vec<T>,
-    /// The records in the order given, with their squares, before the
-    /// sort; empty in a copy that is only ever copied into (see
-    /// [`Squares::copy_mapped`]) or sorted by index.
-    walk: Vec<(u32, T)>,
     /// The records' indexes in the order given, with their squares, for
     /// [`Squares::rebuild_by_index`]: 8 bytes a record, not a record's size
-    /// and more.
+    /// and more; empty in a copy that is only ever copied into (see
+    /// [`Squares::copy_mapped`]).
     order: Vec<(u32, u32)>,
 }
 
 impl<T: Copy + Default> Squares<T> {
-    /// Squares for a world holding up to `capacity` records, or `None` when
-    /// its extent does not fit the arithmetic (beyond `2^62` raw units on a
-    /// side) or no square smaller than a cell keeps their number within
-    /// bounds.
-    pub(crate) fn new(config: &Config, capacity: u32) -> Option<Self> {
-        let mut squares = Self::copy_of(config, capacity)?;
-        squares.walk = vec![(0, T::default()); capacity as usize];
-        Some(squares)
-    }
-
-    /// [`Squares::new`] with room to sort by index only
-    /// ([`Squares::rebuild_by_index`]), for records whose source reads
-    /// again cheaply.
+    /// Squares for a world holding up to `capacity` records, sorted by
+    /// index ([`Squares::rebuild_by_index`]), or `None` when its extent
+    /// does not fit the arithmetic (beyond `2^62` raw units on a side) or
+    /// no square smaller than a cell keeps their number within bounds.
     pub(crate) fn by_index(config: &Config, capacity: u32) -> Option<Self> {
         let mut squares = Self::copy_of(config, capacity)?;
         squares.order = vec![(0, 0); capacity as usize];
         Some(squares)
     }
 
-    /// [`Squares::new`] without the room [`Squares::rebuild`] sorts in:
-    /// for a copy filled only by [`Squares::copy_mapped`] from another,
-    /// which saves a record and a square per entity.
+    /// [`Squares::by_index`] without the room it sorts in: for a copy
+    /// filled only by [`Squares::copy_mapped`] from another.
     pub(crate) fn copy_of(config: &Config, capacity: u32) -> Option<Self> {
         let cell = config.cell_size.to_bits();
         let width = i128::from(cell) * i128::from(config.width_cells);
@@ -110,7 +97,6 @@ impl<T: Copy + Default> Squares<T> {
                     start: vec![0; squares + 1],
                     fill: vec![0; squares],
                     records: vec![T::default(); n],
-                    walk: Vec::new(),
                     order: Vec::new(),
                 });
             }
@@ -131,7 +117,7 @@ impl<T: Copy + Default> Squares<T> {
 
     /// The square of a record at `(x, y)`, inside the world. Inside, an
     /// offset from the origin is below `2^62` and fits 64 bits (see
-    /// [`Squares::new`]); a record outside would only land in an edge
+    /// [`Squares::copy_of`]); a record outside would only land in an edge
     /// square.
     fn square_of(&self, x: i64, y: i64) -> u32 {
         let axis = |p: i64, origin: i64, count: u32| {
@@ -141,36 +127,28 @@ impl<T: Copy + Default> Squares<T> {
         axis(y, self.y0, self.rows) * self.cols + axis(x, self.x0, self.cols)
     }
 
-    /// Sorts the records into their squares, each at its raw `(x, y)`.
-    /// Records beyond the capacity are dropped; callers size it for every
-    /// record there can be.
-    pub(crate) fn rebuild(&mut self, records: impl Iterator<Item = (i64, i64, T)>) {
-        let mut walk = core::mem::take(&mut self.walk);
-        self.sort(&mut walk, records, |record| record);
-        self.walk = walk;
-    }
-
     /// Sorts into their squares the records `fetch` gives for each index
-    /// of `keys`, each at its raw `(x, y)`: [`Squares::rebuild`] for a copy
-    /// built by [`Squares::by_index`], which reads each record twice (once
-    /// for its place, once to copy it) rather than keeping it in between.
+    /// of `keys`, each at its raw `(x, y)`, in the order given within a
+    /// square: a counting sort that notes each index's square, then places
+    /// each index's record, reading each record twice (once for its place,
+    /// once to copy it) rather than keeping it in between. Indexes beyond
+    /// the capacity are dropped; callers size it for every record there
+    /// can be.
     pub(crate) fn rebuild_by_index(
         &mut self,
         keys: impl Iterator<Item = (i64, i64, u32)>,
-        fetch: impl Fn(u32) -> T,
+        fetch: impl FnMut(u32) -> T,
     ) {
-        let mut order = core::mem::take(&mut self.order);
-        self.sort(&mut order, keys, fetch);
-        self.order = order;
+        let mut walk = core::mem::take(&mut self.order);
+        self.sort(&mut walk, keys, fetch);
+        self.order = walk;
     }
 
-    /// The counting sort of both rebuilds: each item's square and key
-    /// noted in `walk`, in the order given, then each key's record placed.
-    fn sort<K: Copy>(
+    fn sort(
         &mut self,
-        walk: &mut [(u32, K)],
-        items: impl Iterator<Item = (i64, i64, K)>,
-        record: impl Fn(K) -> T,
+        walk: &mut [(u32, u32)],
+        items: impl Iterator<Item = (i64, i64, u32)>,
+        mut record: impl FnMut(u32) -> T,
     ) {
         self.start.fill(0);
         let mut n = 0;
@@ -264,7 +242,7 @@ impl<T: Copy + Default> Squares<T> {
         widths: &Widths,
     ) -> Option<(u32, u32)> {
         // Offsets from the origin: below 2^62 inside the world (see
-        // `Squares::new`), and saturating outside it.
+        // `Squares::copy_of`), and saturating outside it.
         let (x, y) = (x.saturating_sub(self.x0), y.saturating_sub(self.y0));
         let top = i64::from(row) << self.shift;
         // The least distance on y from the point to the row (at most
@@ -371,38 +349,49 @@ impl PackedSquares {
     /// since last tick, except those that spawned this tick or stepped
     /// farther than it allows on an axis, which are marked [`JUMPED`];
     /// returns the largest step recorded and how many were marked.
+    ///
+    /// Sorted by index ([`Squares::by_index`]): each live entity's square
+    /// is found from its position, then its record made as it is placed,
+    /// which keeps 8 bytes an entity between the two rather than 40.
     pub(crate) fn sort_entities(
         &mut self,
         grid: &Grid,
         born: &[u64],
         steps: Option<Steps<'_>>,
     ) -> (i64, u32) {
-        let live = grid.all_members().iter().zip(born).enumerate();
+        let members = grid.all_members();
         let (mut largest, mut jumped) = (0i64, 0u32);
-        self.rebuild(
-            live.filter(|(_, (_, &b))| b != UNBORN)
-                .map(|(slot, (m, &b))| {
-                    // slot < max_entities ≤ 2^22.
-                    let mut record = ScanRecord::of(slot as u32, m);
-                    if let Some(steps) = &steps {
-                        let (px, py) = steps.before.get(slot).copied().unwrap_or_default();
-                        let step = |now: i64, was: i64| step_within(now, was, steps.within);
-                        match (step(record.x, px), step(record.y, py)) {
-                            (Some(dx), Some(dy)) if b != steps.tick => {
-                                (record.dx, record.dy) = (dx, dy);
-                                largest = largest
-                                    .max(i64::from(dx.unsigned_abs()))
-                                    .max(i64::from(dy.unsigned_abs()));
-                            }
-                            _ => {
-                                (record.dx, record.dy) = (JUMPED, JUMPED);
-                                jumped += 1;
-                            }
-                        }
+        // Placed in slot order: the records are made in one stream.
+        let record = |slot: u32| {
+            let i = slot as usize;
+            let (Some(m), Some(&b)) = (members.get(i), born.get(i)) else {
+                return ScanRecord::default();
+            };
+            let mut record = ScanRecord::of(slot, m);
+            if let Some(steps) = &steps {
+                let (px, py) = steps.before.get(i).copied().unwrap_or_default();
+                let step = |now: i64, was: i64| step_within(now, was, steps.within);
+                match (step(record.x, px), step(record.y, py)) {
+                    (Some(dx), Some(dy)) if b != steps.tick => {
+                        (record.dx, record.dy) = (dx, dy);
+                        largest = largest
+                            .max(i64::from(dx.unsigned_abs()))
+                            .max(i64::from(dy.unsigned_abs()));
                     }
-                    (record.x, record.y, record)
-                }),
-        );
+                    _ => {
+                        (record.dx, record.dy) = (JUMPED, JUMPED);
+                        jumped += 1;
+                    }
+                }
+            }
+            record
+        };
+        let live = members.iter().zip(born).enumerate();
+        // slot < max_entities ≤ 2^22.
+        let keys = live
+            .filter(|(_, (_, &b))| b != UNBORN)
+            .map(|(slot, (m, _))| (m.pos.x.to_bits(), m.pos.y.to_bits(), slot as u32));
+        self.rebuild_by_index(keys, record);
         (largest, jumped)
     }
 }
@@ -453,12 +442,13 @@ mod tests {
                 )
             })
             .collect();
-        let mut squares = Squares::<u32>::new(&config, 2000).expect("a small world fits");
-        squares.rebuild(
+        let mut squares = Squares::<u32>::by_index(&config, 2000).expect("a small world fits");
+        squares.rebuild_by_index(
             points
                 .iter()
                 .enumerate()
                 .map(|(k, &(x, y))| (x, y, k as u32)),
+            |k| k,
         );
         (squares, points)
     }
@@ -512,11 +502,12 @@ mod tests {
     fn records_end_at_the_last_one_after_a_smaller_rebuild() {
         let (mut squares, points) = spread(2000);
         assert_eq!(squares.records().len(), 2000);
-        squares.rebuild(
+        squares.rebuild_by_index(
             points[..700]
                 .iter()
                 .enumerate()
                 .map(|(k, &(x, y))| (x, y, k as u32)),
+            |k| k,
         );
         let mut got = squares.records().to_vec();
         got.sort_unstable();

@@ -161,7 +161,7 @@ fn view_change(
         fresh,
         moved,
         relocated: moved && (!cells_only || crossed),
-        due: throttle.is_due(&e.cur, &e.prev, e.sent.as_ref(), t),
+        due: throttle.is_due(&e.cur, &e.prev, e.sent().as_ref(), t),
     })
 }
 
@@ -335,7 +335,7 @@ impl World {
         let slots = config.max_entities + spare_slots(config.max_entities);
         let n = slots as usize;
         let max_ring = config.width_cells.max(config.height_cells);
-        let squares = PackedSquares::new(&config, config.max_entities);
+        let squares = PackedSquares::by_index(&config, config.max_entities);
         let cells = config.width_cells * config.height_cells;
         // The copy by cells is only needed where there are no squares, or in
         // grid mode, where visibility follows cells.
@@ -386,9 +386,13 @@ impl World {
             ),
             ring_counts: vec![0; max_ring as usize + 1],
             max_ring: 0,
-            // Twice the observers: despawned ones stay listed until the
-            // next sort, and dropping them costs a pass over the list.
-            by_id: Vec::with_capacity(2 * config.max_observers as usize),
+            // An eighth more than the observers: despawned ones stay
+            // listed until the next sort, and dropping them costs a pass
+            // over the list, so one pass every eighth of the observers
+            // despawned (twice the observers took 14 bytes an entity more).
+            by_id: Vec::with_capacity(
+                config.max_observers as usize + (config.max_observers as usize / 8).max(1),
+            ),
             by_id_clean: true,
             by_id_sorted: 0,
             by_id_tail: Vec::with_capacity(config.max_observers as usize),
@@ -479,7 +483,7 @@ impl World {
 
     /// The state of a live entity.
     pub fn entity(&self, id: EntityId) -> Option<EntityState> {
-        let slot = self.index.get(id)?;
+        let slot = self.index.get(id, &self.slots.ids)?;
         Some(state_of(
             &self.slots.entities[slot as usize],
             &self.slots.sights[slot as usize],
@@ -500,15 +504,15 @@ impl World {
     /// The subjects an observer sees after the last tick, ascending by id;
     /// `None` if `observer` is not a live observer.
     pub fn view(&self, observer: EntityId) -> Option<impl Iterator<Item = EntityId> + '_> {
-        let slot = self.index.get(observer)?;
+        let slot = self.index.get(observer, &self.slots.ids)?;
         let view = self.slots.entities[slot as usize].view;
         (view != NO_VIEW).then(|| self.views.slots(view).iter().map(|&s| self.slots.ids.id(s)))
     }
 
     /// The last state sent for an entity and when (the throttle's `L` and `T`).
     pub fn last_sent(&self, id: EntityId) -> Option<Sent> {
-        let slot = self.index.get(id)?;
-        self.slots.entities[slot as usize].sent
+        let slot = self.index.get(id, &self.slots.ids)?;
+        self.slots.entities[slot as usize].sent()
     }
 
     /// Runs one tick: applies `commands` in order, evaluates visibility once,
@@ -992,7 +996,7 @@ impl World {
     }
 
     fn spawn(&mut self, s: &Spawn, t: u64) -> Result<(), RejectReason> {
-        if self.index.get(s.id).is_some() {
+        if self.index.get(s.id, &self.slots.ids).is_some() {
             return Err(RejectReason::DuplicateId);
         }
         if s.speed < Fix::ZERO || s.radius < Fix::ZERO || s.radius > MAX_RADIUS {
@@ -1026,24 +1030,14 @@ impl World {
             speed: s.speed,
         };
         let ring = self.ring_of(s.radius);
-        let entity = Entity {
-            id: s.id,
-            alive: true,
-            view,
-            cur: motion,
-            prev: motion,
-            sent: None,
-            layers: s.layers,
-            cell,
-            hash: 0,
-        };
+        let entity = Entity::spawned(s.id, view, motion, s.layers, cell);
         // Both are at most 2^61 raw, so the sum does not overflow.
         let stay = s.radius.to_bits() + self.config.hysteresis.to_bits();
         let disc = self.config.visibility == Visibility::Radius;
         let near = self.near(ring, s.radius);
         let sight = Sight::new(s.radius, stay, s.interest, ring, disc, near);
         self.slots.occupy(slot, entity, sight, t);
-        self.index.insert(s.id, slot);
+        self.index.insert(slot, &self.slots.ids);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
         self.common_layers &= s.layers;
         self.count += 1;
@@ -1111,7 +1105,7 @@ impl World {
         let slot = match self.slots.born.get(next as usize) {
             // A vacant slot's id is stale.
             Some(&born) if born != UNBORN && self.slots.ids.id(next) == id => next,
-            _ => self.index.get(id)?,
+            _ => self.index.get(id, &self.slots.ids)?,
         };
         self.last_slot = slot;
         Some(slot)
@@ -1166,7 +1160,7 @@ impl World {
             });
         }
         self.grid.remove(e.cell, slot, e.is_observer());
-        self.index.remove(id);
+        self.index.remove(id, &self.slots.ids);
         if e.is_observer() {
             // A despawned observer gets no further events: drop its view silently.
             let pairs = PairHasher::new(e.id);
@@ -1217,7 +1211,7 @@ impl World {
         // The same id despawned and spawned again into the same slot.
         self.by_id.dedup();
         self.by_id_clean = true;
-        // by_id holds at most twice max_observers ≤ 2^22.
+        // by_id holds at most an eighth more than max_observers ≤ 2^22.
         self.by_id_sorted = self.by_id.len() as u32;
     }
 
@@ -1935,7 +1929,7 @@ impl World {
             } else {
                 Vec::new()
             };
-            (state_of(e, sight), e.sent, view)
+            (state_of(e, sight), e.sent(), view)
         })
     }
 
@@ -1945,15 +1939,15 @@ impl World {
         if self.spawn(s, 0).is_err() {
             return false;
         }
-        let Some(slot) = self.index.get(s.id) else {
+        let Some(slot) = self.index.get(s.id, &self.slots.ids) else {
             return false;
         };
         let e = &mut self.slots.entities[slot as usize];
-        e.sent = sent;
+        e.set_sent(sent);
         (e.hash, self.slots.heads[slot as usize]) =
             e.digest_term(&self.slots.sights[slot as usize]);
         self.sums.entities = self.sums.entities.wrapping_add(e.hash);
-        if e.sent.map(|s| s.motion) != Some(e.cur) {
+        if e.sent().map(|s| s.motion) != Some(e.cur) {
             self.pending.push(slot);
         }
         true
@@ -1961,7 +1955,7 @@ impl World {
 
     /// Sets a restored observer's view; false if it is not a valid view.
     pub(crate) fn restore_view(&mut self, id: EntityId, view: &[EntityId]) -> bool {
-        let Some(slot) = self.index.get(id) else {
+        let Some(slot) = self.index.get(id, &self.slots.ids) else {
             return false;
         };
         let (e, sight) = (
@@ -1981,7 +1975,7 @@ impl World {
         }
         self.candidates.clear();
         for &subject in view {
-            let Some(s) = self.index.get(subject) else {
+            let Some(s) = self.index.get(subject, &self.slots.ids) else {
                 return false;
             };
             // Only a subject the rule could show may be in the view (in

@@ -202,10 +202,10 @@ pub(super) fn pair_changes(
         };
         if change.due {
             let e = &mut entities[slot as usize];
-            e.sent = Some(Sent {
+            e.set_sent(Some(Sent {
                 motion: e.cur,
                 tick: t,
-            });
+            }));
             due.set(slot);
             // One spawned this tick is in no view yet: it enters, it is
             // never updated, so it gives a rebuild's walk nothing to find.
