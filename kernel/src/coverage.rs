@@ -95,11 +95,14 @@ pub enum Path {
     /// A pass that found too little room ahead between its writing and
     /// the old views it had not read: slid those up past the holes.
     UnreadViewsSlid,
+    /// A tick that despawned more subjects than the world lists to pair
+    /// (an eighth of its slots): every view rebuilt.
+    GoneOverflowed,
 }
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 35] = [
+    pub const ALL: [Path; 36] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -135,6 +138,7 @@ impl Path {
         Path::DueGathered,
         Path::ViewsPacked,
         Path::UnreadViewsSlid,
+        Path::GoneOverflowed,
     ];
 }
 

@@ -242,8 +242,13 @@ pub struct World {
     /// Each touched subject's [`ViewChange`] (`None`: not alive), when
     /// [`World::paired_by_cells`] worked them out for the whole tick.
     changes: Vec<Option<ViewChange>>,
-    /// Subjects despawned this tick that were visible somewhere.
+    /// Subjects despawned this tick that were visible somewhere, with room
+    /// for an eighth of the slots: a tick that despawns more of them
+    /// rebuilds every view instead (`gone_overflowed`), as one that
+    /// despawns as many as there are observers would anyway.
     gone: Vec<Gone>,
+    /// This tick despawned more than `gone` has room for.
+    gone_overflowed: bool,
     affected: Vec<(EntityId, u32)>,
     /// How many affected observers pairing marked for a rebuild this tick.
     marked: u32,
@@ -405,7 +410,8 @@ impl World {
                 Visibility::Grid => Vec::with_capacity(n),
                 Visibility::Radius => Vec::new(),
             },
-            gone: Vec::with_capacity(n),
+            gone: Vec::with_capacity((n / 8).max(1)),
+            gone_overflowed: false,
             affected: Vec::with_capacity(config.max_observers as usize),
             marked: 0,
             plan: TickPlan::IDLE,
@@ -631,6 +637,7 @@ impl World {
         self.stamps.begin(t);
         self.touched.clear();
         self.gone.clear();
+        self.gone_overflowed = false;
         self.affected.clear();
         self.marked = 0;
         self.pairs.clear();
@@ -682,6 +689,11 @@ impl World {
         });
         if self.recheck {
             self.hit(Path::RecheckedAfterCut);
+            pairing = Pairing::RebuildAll;
+        }
+        if self.gone_overflowed {
+            // Not every despawned subject is listed to pair or sweep.
+            self.hit(Path::GoneOverflowed);
             pairing = Pairing::RebuildAll;
         }
         self.plan = TickPlan {
@@ -1151,13 +1163,16 @@ impl World {
         let e = self.slots.entities[slot as usize];
         if self.slots.born[slot as usize] < t {
             // It was visible somewhere at the end of last tick, from there.
-            self.gone.push(Gone {
-                slot,
-                id,
-                layers: e.layers,
-                pos: e.prev.pos,
-                cell: self.slots.prev_cells[slot as usize],
-            });
+            match self.gone.len() < self.gone.capacity() {
+                true => self.gone.push(Gone {
+                    slot,
+                    id,
+                    layers: e.layers,
+                    pos: e.prev.pos,
+                    cell: self.slots.prev_cells[slot as usize],
+                }),
+                false => self.gone_overflowed = true,
+            }
         }
         self.grid.remove(e.cell, slot, e.is_observer());
         self.index.remove(id, &self.slots.ids);
@@ -1343,6 +1358,7 @@ impl World {
         // positions, and pairs to name subjects by slot.
         let steady = mark_all
             && !self.recheck
+            && !self.gone_overflowed
             && self.sweep_could_run()
             && !self.gone.iter().any(|g| self.slots.taken_over(g));
         let Some(squares) = self.squares.as_mut() else {

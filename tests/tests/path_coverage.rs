@@ -60,6 +60,28 @@ fn slot_taken_over() -> gen::Scenario {
     }
 }
 
+/// A world of 64 (72 slots) in which one tick despawns 16 subjects that
+/// observers see, more than the nine it lists to pair: every view is
+/// rebuilt instead, and the next tick, with one despawn, pairs again.
+fn many_gone(visibility: Visibility) -> gen::Scenario {
+    let config = Config {
+        visibility,
+        max_entities: 64,
+        max_observers: 64,
+        ..Config::default()
+    };
+    let mut first: Vec<Command> = (1..=16)
+        .map(|i| observer(i, 150 + 40 * i as i32, 150))
+        .collect();
+    first.extend((17..=64).map(|id| npc(id, 100 + 9 * id as i32, 160 + id as i32 % 7)));
+    let second: Vec<Command> = (20..36).map(|id| Command::Despawn { id }).collect();
+    let third = vec![Command::Despawn { id: 40 }, step(41, 500, 170)];
+    gen::Scenario {
+        config,
+        ticks: vec![first, second, third],
+    }
+}
+
 /// A radius-mode world of 16 × 16 cells whose views hold 3 subjects,
 /// with room enough for it to be sorted into squares.
 fn small_views() -> Config {
@@ -269,6 +291,9 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
         checked(&mut total, &s, "walkers settling");
     }
     checked(&mut total, &slot_taken_over(), "slot taken over");
+    for visibility in [Visibility::Grid, Visibility::Radius] {
+        checked(&mut total, &many_gone(visibility), "many gone");
+    }
     checked(&mut total, &swept_view_overfills(), "swept view overfills");
     let s = swept_view_overfills_while_due();
     checked(&mut total, &s, "swept view overfills while due");
