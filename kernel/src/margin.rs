@@ -106,7 +106,8 @@ pub(crate) struct Margins {
     entries: Vec<Entry>,
     /// Rooms no view holds.
     free: Vec<u32>,
-    /// The margin being updated, with room for every entity moving into it.
+    /// The margin being updated, and its entries with [`OPEN`] room for
+    /// those moving into it.
     open: Option<Head>,
     scratch: Vec<Entry>,
     quota: usize,
@@ -125,6 +126,13 @@ pub(crate) type Listed = heapless::Vec<(Key, u32), WIDTH>;
 
 /// A view without a margin.
 const NO_ROOM: u32 = u32::MAX;
+
+/// Room for a margin while a tick's moves go in: its own entries and
+/// three times as many again. A tick that moves more into one margin
+/// gives it up (the caller ranks the crowd again), as a margin of more
+/// than `WIDTH` is cut back to its nearest `WIDTH` anyway; room for every
+/// entity took 24 bytes an entity.
+const OPEN: usize = 4 * WIDTH;
 
 // The memory per margin `reserved.rs` counts: 428 bytes.
 const _: () = assert!(WIDTH * size_of::<Entry>() + size_of::<Head>() + 4 == 428);
@@ -147,7 +155,7 @@ const EMPTY: Entry = Entry {
 
 impl Margins {
     /// Margins for `views` views, room for `rooms` of them at once.
-    pub(crate) fn new(views: u32, rooms: u32, max_entities: u32) -> Self {
+    pub(crate) fn new(views: u32, rooms: u32) -> Self {
         let rooms = rooms.min(views);
         Margins {
             rooms: vec![NO_ROOM; views as usize],
@@ -156,7 +164,7 @@ impl Margins {
             // Popped from the back: low rooms first.
             free: (0..rooms).rev().collect(),
             open: None,
-            scratch: Vec::with_capacity(WIDTH + max_entities as usize),
+            scratch: Vec::with_capacity(OPEN),
             quota: 0,
             live: 0,
         }
@@ -415,7 +423,7 @@ mod tests {
 
     #[test]
     fn moves_trade_places_until_the_margin_runs_out() {
-        let mut m = Margins::new(1, 1, 16);
+        let mut m = Margins::new(1, 1);
         // Core of 2; margin keys 10, 11, 12, 13 in slots 0..4; 2 of them
         // kept, so max_view = 4.
         let listed: Vec<_> = (0..4).map(|s| (key(10 + u64::from(s), 0), s)).collect();
@@ -493,7 +501,7 @@ mod tests {
             rng % below
         };
         let mut keys: Vec<Option<Key>> = (0..N as u64).map(|s| Some(key(next(40), s))).collect();
-        let mut m = Margins::new(1, 1, N as u32);
+        let mut m = Margins::new(1, 1);
         let mut kept = rank(&mut m, &keys, MAX_VIEW);
         let (mut settled, mut ranked) = (0, 0);
         for _ in 0..4000 {

@@ -431,9 +431,8 @@ impl World {
                 true => Margins::new(
                     config.max_observers,
                     config.visible_room().div_ceil(config.view_room().max(1)),
-                    config.max_entities,
                 ),
-                false => Margins::new(0, 0, 0),
+                false => Margins::new(0, 0),
             },
             margin_keys: Listed::new(),
             ties: Vec::with_capacity(n),
