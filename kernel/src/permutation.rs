@@ -8,26 +8,34 @@
 //! 100k). Permutation puts the live slots back in id order. Slots never
 //! reach outputs, so it changes nothing a caller can see.
 
-use alloc::vec::Vec;
-
 use crate::slot_bits::SlotBits;
 
-pub(crate) struct Permutation {
+/// A numbering planned in borrowed room: a world renumbers between ticks
+/// only, when the room its tick's pairs are grouped in holds nothing it
+/// needs, so that the numbering takes no memory of its own (8 bytes a
+/// slot and 8 a view, before).
+pub(crate) struct Permutation<'a> {
     /// Per old slot, its new one.
-    new_of: Vec<u32>,
+    new_of: &'a mut [u32],
     /// The live slots in their new order, while planning.
-    order: Vec<u32>,
+    order: &'a mut [u32],
     /// Slots already numbered while planning, or in place while permuting.
-    done: SlotBits,
+    done: &'a mut SlotBits,
 }
 
-impl Permutation {
-    pub(crate) fn new(slots: u32) -> Self {
-        Permutation {
-            new_of: (0..slots).collect(),
-            order: Vec::with_capacity(slots as usize),
-            done: SlotBits::new(slots),
-        }
+impl<'a> Permutation<'a> {
+    /// A numbering of `slots` slots planned in `room`, whose contents it
+    /// overwrites, and `done`, with a bit for each slot at least; `None`
+    /// where `room` holds fewer than two entries a slot.
+    pub(crate) fn within(slots: u32, room: &'a mut [u32], done: &'a mut SlotBits) -> Option<Self> {
+        let n = slots as usize;
+        let (new_of, rest) = room.split_at_mut_checked(n)?;
+        let order = rest.get_mut(..n)?;
+        Some(Permutation {
+            new_of,
+            order,
+            done,
+        })
     }
 
     /// Numbers the `live` slots `0..` ascending by `key` (distinct per live
@@ -37,28 +45,36 @@ impl Permutation {
         live: impl Iterator<Item = u32>,
         key: impl Fn(u32) -> u64,
     ) {
-        self.order.clear();
-        self.order.extend(live);
-        self.order.sort_unstable_by_key(|&s| key(s));
-        self.number();
+        let n = self.list(live);
+        self.order[..n].sort_unstable_by_key(|&s| key(s));
+        self.number(n);
     }
 
     /// Numbers the `live` slots `0..` in the order given (each at most
     /// once), and the others after them in their present order.
     pub(crate) fn plan(&mut self, live: impl Iterator<Item = u32>) {
-        self.order.clear();
-        self.order.extend(live);
-        self.number();
+        let n = self.list(live);
+        self.number(n);
     }
 
-    fn number(&mut self) {
+    /// Writes `live` into `order`; how many there are (at most the slots).
+    fn list(&mut self, live: impl Iterator<Item = u32>) -> usize {
+        let mut n = 0;
+        for (at, slot) in self.order.iter_mut().zip(live) {
+            *at = slot;
+            n += 1;
+        }
+        n
+    }
+
+    fn number(&mut self, live: usize) {
         self.done.clear_all();
-        for &s in &self.order {
+        for &s in &self.order[..live] {
             self.done.set(s);
         }
-        let (new_of, done) = (&mut self.new_of, &self.done);
+        let (new_of, done) = (&mut *self.new_of, &*self.done);
         let vacant = (0..new_of.len() as u32).filter(|&s| !done.get(s));
-        for (new, old) in (0..).zip(self.order.iter().copied().chain(vacant)) {
+        for (new, old) in (0..).zip(self.order[..live].iter().copied().chain(vacant)) {
             if let Some(at) = new_of.get_mut(old as usize) {
                 *at = new;
             }
@@ -97,11 +113,15 @@ impl Permutation {
 #[cfg(test)]
 mod tests {
     use super::Permutation;
+    use crate::slot_bits::SlotBits;
+    use alloc::vec;
     use alloc::vec::Vec;
 
     #[test]
     fn live_slots_come_first_in_order_and_items_follow_their_slots() {
-        let mut r = Permutation::new(6);
+        let (mut room, mut done) = (vec![7; 12], SlotBits::new(6));
+        assert!(Permutation::within(6, &mut room[..11], &mut done).is_none());
+        let mut r = Permutation::within(6, &mut room, &mut done).unwrap();
         // Live slots 4, 1, 3 with keys 30, 20, 10; 0, 2 and 5 are vacant.
         let key = |s: u32| [0, 20, 0, 10, 30, 0][s as usize];
         r.plan_by_key([4, 1, 3].into_iter(), key);

@@ -607,7 +607,8 @@ mod tests {
         }
         t.vacate(2);
         t.ids.end_tick();
-        let mut r = Permutation::new(t.len());
+        let (mut room, mut done) = (vec![0; 2 * t.len() as usize], SlotBits::new(t.len()));
+        let mut r = Permutation::within(t.len(), &mut room, &mut done).unwrap();
         let ids = &t.ids;
         r.plan_by_key(t.live_slots(), |s| ids.id(s));
         t.permute(&mut r);

@@ -236,6 +236,13 @@ impl SubjectPairs {
         true
     }
 
+    /// Between ticks: the room the pairs are grouped in, as scratch for
+    /// whoever needs it until the next tick, which groups afresh (what it
+    /// holds is lost). Empty while lent out.
+    pub(crate) fn scratch(&mut self) -> &mut [u32] {
+        &mut self.room.grouped
+    }
+
     /// How many pairs recorded this tick may change a view, not only send
     /// an Update.
     pub(crate) fn edits(&self) -> u32 {

@@ -731,6 +731,12 @@ impl Views {
         self.spilled = 0;
     }
 
+    /// How many views there is room for (`max_observers`).
+    pub(crate) fn count(&self) -> u32 {
+        // At most MAX_ENTITIES.
+        self.start.len() as u32
+    }
+
     /// Gives every entry of every view its slot's new number. Ids do not
     /// change, so each view stays in id order.
     pub(crate) fn renumber_entries(&mut self, r: &Permutation) {

@@ -20,7 +20,6 @@ use crate::fork::{Fork, Serial};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
 use crate::margin::{Listed, Margins};
-use crate::permutation::Permutation;
 use crate::plan::{
     self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, SweepOutcome,
     TickPlan, Updates, ViewWrite,
@@ -231,8 +230,8 @@ pub struct World {
     /// Room to merge `by_id`'s appended tail into its sorted head: its live
     /// entries, at most `max_observers`.
     by_id_tail: Vec<(EntityId, u32)>,
-    slot_numbering: Permutation,
-    view_numbering: Permutation,
+    /// A bit per slot for renumbering, which plans in the pairs' room.
+    numbering_done: SlotBits,
 
     /// Entities whose state differs from what was last sent (`s ≠ L`).
     pending: Vec<u32>,
@@ -277,7 +276,9 @@ pub struct World {
     /// spares the next ranking most of the crowd (see [`Ranked`]). Views
     /// come out the same whatever it holds, so it is no part of the state:
     /// snapshots leave it out and a restored world starts without guesses.
-    cutoffs: Vec<u128>,
+    /// [`NO_CUTOFF`] is none, as is a cut-off of `2^64 − 1` or more, which
+    /// only worlds more than `2^31` raw units across have.
+    cutoffs: Vec<u64>,
     /// Per view, how far past its last cut-off a crowd ranks first: within
     /// `last + last >> shift` (see [`GUESS_NARROW`]).
     guess_shifts: Vec<u8>,
@@ -401,8 +402,7 @@ impl World {
             by_id_clean: true,
             by_id_sorted: 0,
             by_id_tail: Vec::with_capacity(config.max_observers as usize),
-            slot_numbering: Permutation::new(slots),
-            view_numbering: Permutation::new(config.max_observers),
+            numbering_done: SlotBits::new(slots),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
             // Only grid mode pairs by border crossing (`paired_by_cells`).
@@ -422,7 +422,7 @@ impl World {
             observer_squares,
             candidates: Candidates::new(config.max_entities),
             ranked: Ranked::new(config.max_entities, !config.all_near()),
-            cutoffs: vec![u128::MAX; config.max_observers as usize],
+            cutoffs: vec![NO_CUTOFF; config.max_observers as usize],
             guess_shifts: vec![GUESS_NARROW; config.max_observers as usize],
             // A view can only be culled if more than max_view others exist.
             margins: match u64::from(config.max_view) + 1 < u64::from(config.max_entities) {
@@ -1504,10 +1504,11 @@ impl World {
             // break ties at its distance by id. A crowd ranks only within
             // its guess past its last cut-off dist², unless that leaves
             // too few.
-            let (last, shift) = (
-                self.cutoffs[view as usize],
-                self.guess_shifts[view as usize],
-            );
+            let last = match self.cutoffs[view as usize] {
+                NO_CUTOFF => u128::MAX,
+                cutoff => u128::from(cutoff),
+            };
+            let shift = self.guess_shifts[view as usize];
             let guess = if crowd {
                 last.saturating_add(last >> shift)
             } else {
@@ -1549,7 +1550,7 @@ impl World {
                 .ranked
                 .keep_nearest(reach.near, max_view, id_of, ties, candidates)
             {
-                self.cutoffs[view as usize] = cutoff;
+                self.cutoffs[view as usize] = u64::try_from(cutoff).unwrap_or(NO_CUTOFF);
             }
         }
         // A margin is kept only around a `max_view` cut-off; a view cut
@@ -1842,6 +1843,10 @@ pub(super) fn rebuild_source<'a>(
 /// aligned): a fixed quarter 198–201 ms a tick, an eighth 192–195, a
 /// sixteenth 186–188.
 const GUESS_NARROW: u8 = 4;
+
+/// A view's last cut-off when it has none to guess from (see
+/// [`World::cutoffs`]): 8 bytes a view, not a 128-bit `dist²`'s 16.
+const NO_CUTOFF: u64 = u64::MAX;
 const GUESS_WIDE: u8 = 2;
 
 /// Marks the `old` view of the observer `reach` describes as "was

@@ -70,15 +70,16 @@ pub(super) struct Renumbered<'a> {
     /// Kept by view.
     pub(super) views: &'a mut Views,
     pub(super) margins: &'a mut Margins,
-    pub(super) cutoffs: &'a mut [u128],
+    pub(super) cutoffs: &'a mut [u64],
     pub(super) guess_shifts: &'a mut [u8],
     /// How slots are handed out (see `World::top`).
     pub(super) free_slots: &'a mut Vec<u32>,
     pub(super) top: &'a mut u32,
     pub(super) top_id: &'a mut Option<EntityId>,
-    /// Room for the two permutations.
-    pub(super) slot_numbering: &'a mut Permutation,
-    pub(super) view_numbering: &'a mut Permutation,
+    /// Room for the two permutations, one after the other: the pairs'
+    /// (at least two entries a slot), and a bit per slot.
+    pub(super) room: &'a mut [u32],
+    pub(super) done: &'a mut SlotBits,
     /// Live entities and observers.
     pub(super) count: u32,
     pub(super) observers: u32,
@@ -105,21 +106,25 @@ pub(super) fn renumber(r: Renumbered<'_>) {
         free_slots,
         top,
         top_id,
-        slot_numbering,
-        view_numbering,
+        room,
+        done,
         count,
         observers,
     } = r;
+    // Slots never reach outputs: a world whose room could not hold the
+    // numbering (none can) would only keep its slots as they are.
+    let Some(mut r) = Permutation::within(slots.len(), &mut *room, &mut *done) else {
+        return;
+    };
     let (live, ids) = (slots.live_slots(), &slots.ids);
-    slot_numbering.plan_by_key(live, |s| ids.id(s));
-    let r = slot_numbering;
-    slots.permute(r);
+    r.plan_by_key(live, |s| ids.id(s));
+    slots.permute(&mut r);
     // Tick stamps need no moving: each is compared with the tick it is
     // set in only, and every one names a tick now over.
-    grid.renumber(r);
-    index.renumber(r);
-    views.renumber_entries(r);
-    margins.renumber(r);
+    grid.renumber(&mut r);
+    index.renumber(&r);
+    views.renumber_entries(&r);
+    margins.renumber(&r);
     for (_, slot) in by_id.iter_mut() {
         *slot = r.to(*slot);
     }
@@ -144,10 +149,12 @@ pub(super) fn renumber(r: Renumbered<'_>) {
     // Views in their observers' order: `by_id` is sorted and clean.
     let entities = &slots.entities;
     let order = by_id.iter().map(|&(_, slot)| entities[slot as usize].view);
-    view_numbering.plan(order);
-    let r = view_numbering;
-    views.renumber_views(r, observers);
-    margins.renumber_views(r);
+    let Some(mut r) = Permutation::within(views.count(), room, done) else {
+        return;
+    };
+    r.plan(order);
+    views.renumber_views(&mut r, observers);
+    margins.renumber_views(&mut r);
     r.permute(cutoffs);
     r.permute(guess_shifts);
     for &(_, slot) in by_id.iter() {
@@ -182,8 +189,8 @@ impl World {
             free_slots: &mut self.free_slots,
             top: &mut self.top,
             top_id: &mut self.top_id,
-            slot_numbering: &mut self.slot_numbering,
-            view_numbering: &mut self.view_numbering,
+            room: self.pairs.scratch(),
+            done: &mut self.numbering_done,
             count: self.count,
             observers: self.observers,
         });
