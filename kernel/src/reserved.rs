@@ -25,7 +25,7 @@ const PER_VIEW_SLACK: u64 = 16;
 /// Bytes per observer besides its view: its id list entries, cut-off
 /// guess and how far it reaches, renumbering, the place of its margin,
 /// and its view's place, key and order in the ring.
-const PER_OBSERVER: u64 = 195;
+const PER_OBSERVER: u64 = 183;
 /// Bytes of the room for one margin, which a full view keeps while culled.
 const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.

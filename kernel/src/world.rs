@@ -248,7 +248,8 @@ pub struct World {
     gone: Vec<Gone>,
     /// This tick despawned more than `gone` has room for.
     gone_overflowed: bool,
-    affected: Vec<(EntityId, u32)>,
+    /// Observers affected by this tick's changes, by slot.
+    affected: Vec<u32>,
     /// How many affected observers pairing marked for a rebuild this tick.
     marked: u32,
     /// This tick's plan (`plan.rs`), made in two steps; the last tick's
@@ -822,9 +823,11 @@ impl World {
             }
             self.views.end_pass();
         } else {
-            self.affected.sort_unstable();
+            // In id order: by slot while slots follow ids.
+            let ids = &self.slots.ids;
+            self.affected.sort_unstable_by_key(|&s| ids.key(s));
             for k in 0..self.affected.len() {
-                let slot = self.affected[k].1;
+                let slot = self.affected[k];
                 events += self.refresh_view(slot, t, sink);
             }
         }

@@ -132,7 +132,7 @@ pub(super) struct PairMarks<'a> {
     pub(super) affected_at: &'a mut [u32],
     pub(super) rebuild_at: &'a mut [u32],
     /// The affected observers, as `(id, slot)`.
-    pub(super) affected: &'a mut Vec<(EntityId, u32)>,
+    pub(super) affected: &'a mut Vec<u32>,
     /// How many of them are marked for a rebuild.
     pub(super) marked: &'a mut u32,
     pub(super) pairs: &'a mut SubjectPairs,
@@ -232,7 +232,7 @@ pub(super) fn pair_changes(
             scene.pair_subject(&subject, t, marks);
         }
         if mark && change.relocated && e.is_observer() {
-            marks.mark_rebuild(scene.ids, slot, t);
+            marks.mark_rebuild(slot, t);
         }
     }
 }
@@ -246,16 +246,16 @@ impl PairMarks<'_> {
     }
 
     #[inline(always)]
-    fn mark_affected(&mut self, ids: &SlotIds, slot: u32, t: u64) {
+    fn mark_affected(&mut self, slot: u32, t: u64) {
         if self.affected_at[slot as usize] != stamp(t) {
             self.affected_at[slot as usize] = stamp(t);
-            self.affected.push((ids.id(slot), slot));
+            self.affected.push(slot);
         }
     }
 
     #[inline(always)]
-    fn mark_rebuild(&mut self, ids: &SlotIds, slot: u32, t: u64) {
-        self.mark_affected(ids, slot, t);
+    fn mark_rebuild(&mut self, slot: u32, t: u64) {
+        self.mark_affected(slot, t);
         if self.rebuild_at[slot as usize] != stamp(t) {
             self.rebuild_at[slot as usize] = stamp(t);
             *self.marked += 1;
@@ -306,7 +306,7 @@ impl PairScene<'_> {
             let o = marks.around[k];
             let e = &entities[o as usize];
             if self.grid.cell_distance(e.cell, cell) <= self.sights[o as usize].ring {
-                marks.mark_rebuild(self.ids, o, t);
+                marks.mark_rebuild(o, t);
             }
         }
     }
@@ -395,12 +395,12 @@ impl PairScene<'_> {
         if w.has_margin() {
             if subject.gone {
                 // Its margin cannot tell a despawn: rank again.
-                marks.mark_rebuild(self.ids, o, t);
+                marks.mark_rebuild(o, t);
                 return;
             }
             // A culled view with a margin: that knows who is kept.
             if let Some(kind) = self.culled_kind(w, subject) {
-                marks.mark_affected(self.ids, o, t);
+                marks.mark_affected(o, t);
                 marks.pairs.push(o, subject.slot, kind);
             }
             return;
@@ -414,13 +414,13 @@ impl PairScene<'_> {
             // A full view may be culled: whoever is in range, only the
             // view knows who is kept, and a move can change it.
             if subject.moved {
-                marks.mark_rebuild(self.ids, o, t);
+                marks.mark_rebuild(o, t);
                 return;
             }
             kind = subject.due.then_some(PairKind::UnsureBand);
         }
         if let Some(kind) = kind {
-            marks.mark_affected(self.ids, o, t);
+            marks.mark_affected(o, t);
             // A full set rebuilds every affected observer instead.
             marks.pairs.push(o, subject.slot, kind);
         }
