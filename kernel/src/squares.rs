@@ -136,20 +136,11 @@ impl<T: Copy + Default> Squares<T> {
     /// can be.
     pub(crate) fn rebuild_by_index(
         &mut self,
-        keys: impl Iterator<Item = (i64, i64, u32)>,
-        fetch: impl FnMut(u32) -> T,
-    ) {
-        let mut walk = core::mem::take(&mut self.order);
-        self.sort(&mut walk, keys, fetch);
-        self.order = walk;
-    }
-
-    fn sort(
-        &mut self,
-        walk: &mut [(u32, u32)],
         items: impl Iterator<Item = (i64, i64, u32)>,
         mut record: impl FnMut(u32) -> T,
     ) {
+        // Taken out while the squares are written, then put back.
+        let mut walk = core::mem::take(&mut self.order);
         self.start.fill(0);
         let mut n = 0;
         for (x, y, key) in items {
@@ -170,6 +161,7 @@ impl<T: Copy + Default> Squares<T> {
             self.fill[square as usize] += 1;
             self.records[at] = record(key);
         }
+        self.order = walk;
     }
 
     /// The columns (or rows) of `p - reach ..= p + reach` on one axis.

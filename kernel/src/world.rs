@@ -1043,12 +1043,12 @@ impl World {
             dir: s.dir,
             speed: s.speed,
         };
-        let ring = self.ring_of(s.radius);
         let entity = Entity::spawned(s.id, view, motion, s.layers, cell);
         // Both are at most 2^61 raw, so the sum does not overflow.
         let stay = s.radius.to_bits() + self.config.hysteresis.to_bits();
+        let ring = self.ring_of(stay);
         let disc = self.config.visibility == Visibility::Radius;
-        let near = self.near(ring, s.radius);
+        let near = self.near(ring, stay);
         let sight = Sight::new(s.radius, stay, s.interest, ring, disc, near);
         self.slots.occupy(slot, entity, sight, t);
         self.index.insert(slot, &self.slots.ids);
@@ -1072,14 +1072,14 @@ impl World {
     }
 
     /// Whether every candidate of an observer is less than `2^31` raw away
-    /// on each axis: its ring of cells, or the squares around its disc.
-    fn near(&self, ring: u32, radius: Fix) -> bool {
+    /// on each axis: its ring of cells, or the squares around its disc of
+    /// radius `stay` (`r + hysteresis`, raw).
+    fn near(&self, ring: u32, stay: i64) -> bool {
         if self.config.all_near() {
             return true;
         }
         let cell = u128::from(self.config.cell_size.to_bits().unsigned_abs());
         let by_cells = u128::from(ring + 1) * cell;
-        let stay = radius.to_bits() + self.config.hysteresis.to_bits();
         let by_squares = match self
             .squares
             .as_ref()
@@ -1093,14 +1093,14 @@ impl World {
         by_cells.max(by_squares) < 1 << 31
     }
 
-    /// How many cells around its own an observer of `radius` reaches.
-    fn ring_of(&self, radius: Fix) -> u32 {
+    /// How many cells around its own an observer reaches whose stay
+    /// distance (`r + hysteresis`, raw) is `stay`.
+    fn ring_of(&self, stay: i64) -> u32 {
         let max_ring = self.config.width_cells.max(self.config.height_cells);
         match self.config.visibility {
             Visibility::Grid => 1.min(max_ring),
             Visibility::Radius => {
-                // Both are at most 2^61 raw, so neither the sum nor the ceiling overflows.
-                let stay = radius.to_bits() + self.config.hysteresis.to_bits();
+                // Both are at most 2^61 raw, so the ceiling does not overflow.
                 let cell = self.config.cell_size.to_bits();
                 let ring = (stay + cell - 1) / cell;
                 u32::try_from(ring).unwrap_or(u32::MAX).min(max_ring)

@@ -131,7 +131,7 @@ pub(super) struct PairMarks<'a> {
     /// Per slot: the tick it was last affected, marked for a rebuild.
     pub(super) affected_at: &'a mut [u32],
     pub(super) rebuild_at: &'a mut [u32],
-    /// The affected observers, as `(id, slot)`.
+    /// The affected observers, by slot.
     pub(super) affected: &'a mut Vec<u32>,
     /// How many of them are marked for a rebuild.
     pub(super) marked: &'a mut u32,
