@@ -14,8 +14,9 @@ const PER_ENTITY_FAR: u64 = 32;
 /// which each slot has [`room_per_entity`].
 const PER_PAIR: u64 = 12;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
-/// without hysteresis only (its changes go in the pairs' room).
-const PER_SLOT_SWEEP: u64 = 130;
+/// without hysteresis only (its changes go in the pairs' room): mostly
+/// its copy of the squares, split in two parts that share one room.
+const PER_SLOT_SWEEP: u64 = 102;
 /// Eighths of a byte per view entry: a ring of 4-byte entries and an
 /// overflow of an eighth as many (a world stepped with threads adds a
 /// second ring).

@@ -30,7 +30,7 @@ impl Source<'_> {
         mut f: impl FnMut(&[ScanRecord]),
     ) {
         match self {
-            Source::Squares(squares) => squares.runs(x, y, reach).for_each(f),
+            Source::Squares(squares) => squares.whole().runs(x, y, reach).for_each(f),
             Source::Cells(cells) => {
                 for (first, last) in ring.rows() {
                     f(cells.run(first, last));

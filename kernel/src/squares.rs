@@ -36,6 +36,10 @@ pub(crate) struct Squares<T> {
     cols: u32,
     rows: u32,
     /// `start[q]..start[q + 1]` indexes square `q`'s records (row-major).
+    /// A copy split in two ([`Squares::split_copy_of`]) has a second part
+    /// after the first: with `n` squares, `start[n + q]..start[n + q + 1]`
+    /// indexes square `q`'s records of the second part, which follow the
+    /// first's.
     start: Vec<u32>,
     /// Counting-sort cursors, one per square.
     fill: Vec<u32>,
@@ -58,9 +62,18 @@ impl<T: Copy + Default> Squares<T> {
         Some(squares)
     }
 
-    /// [`Squares::by_index`] without the room it sorts in: for a copy
-    /// filled only by [`Squares::copy_mapped`] from another.
-    pub(crate) fn copy_of(config: &Config, capacity: u32) -> Option<Self> {
+    /// [`Squares::by_index`] without the room it sorts in, and with two
+    /// parts sharing one room of `capacity` records: for a copy filled
+    /// only by [`Squares::copy_split`] from another.
+    pub(crate) fn split_copy_of(config: &Config, capacity: u32) -> Option<Self> {
+        let mut squares = Self::copy_of(config, capacity)?;
+        let n = squares.fill.len();
+        squares.start = vec![0; 2 * n + 1];
+        Some(squares)
+    }
+
+    /// The squares for `capacity` records with no room to sort in.
+    fn copy_of(config: &Config, capacity: u32) -> Option<Self> {
         let cell = config.cell_size.to_bits();
         let width = i128::from(cell) * i128::from(config.width_cells);
         let height = i128::from(cell) * i128::from(config.height_cells);
@@ -173,17 +186,23 @@ impl<T: Copy + Default> Squares<T> {
         )
     }
 
-    /// Makes this copy (built for the same config) hold those records of
-    /// `from` that `keep` holds for, square by square, in their order.
-    pub(crate) fn copy_kept(&mut self, from: &Squares<T>, keep: impl Fn(&T) -> bool) {
-        self.copy_mapped(from, |record| keep(record).then_some(*record));
-    }
-
-    /// Makes this copy hold, square by square in their order, what `map`
-    /// makes of each record of `from` where it makes anything.
-    pub(crate) fn copy_mapped(&mut self, from: &Squares<T>, map: impl Fn(&T) -> Option<T>) {
-        let mut n = 0;
-        for q in 0..self.fill.len() {
+    /// Makes the first part of this split copy (see
+    /// [`Squares::split_copy_of`]; built for the same config), or with
+    /// `second` its second part, hold what `map` makes of each record of
+    /// `from` where it makes anything, square by square in their order.
+    /// The second part follows the first, so it is copied after it; the
+    /// two together hold at most the room's records, the rest dropped.
+    pub(crate) fn copy_part(
+        &mut self,
+        from: &Squares<T>,
+        second: bool,
+        map: impl Fn(&T) -> Option<T>,
+    ) {
+        let squares = self.fill.len();
+        let base = if second { squares } else { 0 };
+        debug_assert_eq!(self.start.len(), 2 * squares + 1, "a split copy");
+        let mut n = self.start[base] as usize;
+        for q in 0..squares {
             let run = from.start[q] as usize..from.start[q + 1] as usize;
             for record in from.records.get(run).unwrap_or(&[]) {
                 if let (Some(kept), Some(at)) = (map(record), self.records.get_mut(n)) {
@@ -191,38 +210,78 @@ impl<T: Copy + Default> Squares<T> {
                     n += 1;
                 }
             }
-            self.start[q + 1] = n as u32;
+            self.start[base + q + 1] = n as u32;
         }
     }
 
-    /// Every record, square by square in row-major order (and none of
-    /// the room beyond them, which holds stale ones).
-    pub(crate) fn records(&self) -> &[T] {
+    /// Every record, as the squares index them.
+    pub(crate) fn whole(&self) -> Part<'_, T> {
+        self.part(false)
+    }
+
+    /// The first part of a split copy, or with `second` its second part.
+    pub(crate) fn part(&self, second: bool) -> Part<'_, T> {
+        let squares = self.fill.len();
+        let base = if second { squares } else { 0 };
+        Part {
+            squares: self,
+            start: self.start.get(base..=base + squares).unwrap_or(&[0]),
+        }
+    }
+}
+
+/// The records of a copy, or of one part of a split copy, as its squares
+/// index them: square `q`'s are `records()[start[q]..start[q + 1]]`.
+pub(crate) struct Part<'a, T> {
+    squares: &'a Squares<T>,
+    start: &'a [u32],
+}
+
+impl<T> Clone for Part<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Part<'_, T> {}
+
+impl<'a, T: Copy + Default> Part<'a, T> {
+    /// Every record of this part, square by square in row-major order,
+    /// with those of the parts before it in front (so that the indexes
+    /// [`Part::start_of`] gives hold for it), and none of the room beyond
+    /// them, which holds stale ones.
+    pub(crate) fn records(&self) -> &'a [T] {
         let total = self.start.last().map_or(0, |&n| n as usize);
-        self.records.get(..total).unwrap_or(&[])
+        self.squares.records.get(..total).unwrap_or(&[])
     }
 
     /// The number of columns and rows of squares.
     pub(crate) fn dims(&self) -> (u32, u32) {
-        (self.cols, self.rows)
+        (self.squares.cols, self.squares.rows)
     }
 
-    /// Where square `(col, row)`'s records start in [`Squares::records`];
+    /// The side of a square in raw units.
+    pub(crate) fn side(&self) -> i64 {
+        self.squares.side()
+    }
+
+    /// Where square `(col, row)`'s records start in [`Part::records`];
     /// `col == cols` gives where the row's last square ends.
     pub(crate) fn start_of(&self, col: u32, row: u32) -> usize {
-        self.start[(row * self.cols + col) as usize] as usize
+        self.start[(row * self.squares.cols + col) as usize] as usize
     }
 
     /// The records of squares `first..=last` of one row.
-    fn run(&self, row: u32, (first, last): (u32, u32)) -> &[T] {
-        let from = self.start[(row * self.cols + first) as usize] as usize;
-        let to = self.start[(row * self.cols + last) as usize + 1] as usize;
-        &self.records[from..to]
+    fn run(&self, row: u32, (first, last): (u32, u32)) -> &'a [T] {
+        let cols = self.squares.cols;
+        let from = self.start[(row * cols + first) as usize] as usize;
+        let to = self.start[(row * cols + last) as usize + 1] as usize;
+        &self.squares.records[from..to]
     }
 
     /// The columns of `row` whose squares hold every point of the row
     /// within the reach of `widths` of `(x, y)`, or `None` when no point of
-    /// the row is that near. Unlike [`Squares::runs`], which takes the box
+    /// the row is that near. Unlike [`Part::runs`], which takes the box
     /// around the point, this follows the disc row by row, from where the
     /// point lies in its square: about a third fewer squares for a reach of
     /// a few squares.
@@ -233,44 +292,47 @@ impl<T: Copy + Default> Squares<T> {
         row: u32,
         widths: &Widths,
     ) -> Option<(u32, u32)> {
+        let sq = self.squares;
         // Offsets from the origin: below 2^62 inside the world (see
         // `Squares::copy_of`), and saturating outside it.
-        let (x, y) = (x.saturating_sub(self.x0), y.saturating_sub(self.y0));
-        let top = i64::from(row) << self.shift;
+        let (x, y) = (x.saturating_sub(sq.x0), y.saturating_sub(sq.y0));
+        let top = i64::from(row) << sq.shift;
         // The least distance on y from the point to the row (at most
         // one raw unit less for a row above, which only widens the run).
         let dy = if y < top {
             top - y
         } else {
-            y.saturating_sub(top + self.side()).max(0)
+            y.saturating_sub(top + sq.side()).max(0)
         };
         let half = widths.half_width(dy)?;
-        let col = |x: i64| (x >> self.shift).clamp(0, i64::from(self.cols) - 1) as u32;
+        let col = |x: i64| (x >> sq.shift).clamp(0, i64::from(sq.cols) - 1) as u32;
         Some((col(x.saturating_sub(half)), col(x.saturating_add(half))))
     }
 
     /// The runs (one per row of squares) that hold every record within
     /// `reach` raw units of `(x, y)` on each axis. The one-point case of
-    /// [`Squares::runs_around`], kept apart because every radius-mode
+    /// [`Part::runs_around`], kept apart because every radius-mode
     /// rebuild goes through it: the general one measured 3% slower there
     /// (uniform-10k radius, 8.71 → 8.99 ms).
-    pub(crate) fn runs(&self, x: i64, y: i64, reach: i64) -> impl Iterator<Item = &[T]> + '_ {
-        let cols = self.span(x, reach, self.x0, self.cols);
-        let (top, bottom) = self.span(y, reach, self.y0, self.rows);
+    pub(crate) fn runs(self, x: i64, y: i64, reach: i64) -> impl Iterator<Item = &'a [T]> {
+        let sq = self.squares;
+        let cols = sq.span(x, reach, sq.x0, sq.cols);
+        let (top, bottom) = sq.span(y, reach, sq.y0, sq.rows);
         (top..=bottom).map(move |row| self.run(row, cols))
     }
 
     /// The runs that hold, once each, every record within `reach` raw units
     /// on each axis of `a` or of `b`.
     pub(crate) fn runs_around(
-        &self,
+        self,
         a: (i64, i64),
         b: Option<(i64, i64)>,
         reach: i64,
-    ) -> impl Iterator<Item = &[T]> + '_ {
+    ) -> impl Iterator<Item = &'a [T]> {
+        let sq = self.squares;
         let around = |(x, y): (i64, i64)| {
-            let rows = self.span(y, reach, self.y0, self.rows);
-            (rows, self.span(x, reach, self.x0, self.cols))
+            let rows = sq.span(y, reach, sq.y0, sq.rows);
+            (rows, sq.span(x, reach, sq.x0, sq.cols))
         };
         let a = around(a);
         let b = b.map(around);
@@ -469,18 +531,19 @@ mod tests {
     #[test]
     fn cols_near_hold_every_record_of_the_disc() {
         let (squares, points) = spread(2000);
-        let (cols, rows) = squares.dims();
+        let (cols, rows) = squares.whole().dims();
         let unit = 1i64 << 16;
         for k in 0..100u64 {
             let (x, y) = points[(mix64(k + 7) % 2000) as usize];
             let reach = (20 + (mix64(k + 3) % 200) as i64) * unit + (mix64(k) % 999) as i64;
             let widths = Widths::new(reach);
             for row in 0..rows {
-                let near = squares.cols_near((x, y), row, &widths);
+                let near = squares.whole().cols_near((x, y), row, &widths);
                 for col in 0..cols {
                     let inside = near.is_some_and(|(first, last)| (first..=last).contains(&col));
-                    let run = squares.start_of(col, row)..squares.start_of(col + 1, row);
-                    for &r in &squares.records()[run] {
+                    let run =
+                        squares.whole().start_of(col, row)..squares.whole().start_of(col + 1, row);
+                    for &r in &squares.whole().records()[run] {
                         let (px, py) = points[r as usize];
                         let d2 = (px - x).pow(2) + (py - y).pow(2);
                         assert!(inside || d2 > reach * reach, "record {r} missed");
@@ -493,7 +556,7 @@ mod tests {
     #[test]
     fn records_end_at_the_last_one_after_a_smaller_rebuild() {
         let (mut squares, points) = spread(2000);
-        assert_eq!(squares.records().len(), 2000);
+        assert_eq!(squares.whole().records().len(), 2000);
         squares.rebuild_by_index(
             points[..700]
                 .iter()
@@ -501,7 +564,7 @@ mod tests {
                 .map(|(k, &(x, y))| (x, y, k as u32)),
             |k| k,
         );
-        let mut got = squares.records().to_vec();
+        let mut got = squares.whole().records().to_vec();
         got.sort_unstable();
         assert_eq!(
             got,
@@ -511,25 +574,46 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_copy_holds_the_kept_records_square_by_square_in_order() {
+    fn a_split_copy_holds_each_part_square_by_square_in_order() {
         let (squares, _) = spread(2000);
-        let (mut copy, _) = spread(0);
-        let keep = |k: &u32| mix64(u64::from(*k)).is_multiple_of(3);
-        copy.copy_kept(&squares, keep);
-        let (cols, rows) = squares.dims();
-        let mut total = 0;
-        for row in 0..rows {
-            for col in 0..cols {
-                let all =
-                    &squares.records()[squares.start_of(col, row)..squares.start_of(col + 1, row)];
-                let kept: Vec<u32> = all.iter().copied().filter(keep).collect();
-                let got = &copy.records()[copy.start_of(col, row)..copy.start_of(col + 1, row)];
-                assert_eq!(got, &kept[..], "square ({col}, {row})");
-                total += kept.len();
+        let config = Config {
+            width_cells: 8,
+            height_cells: 8,
+            max_entities: 2000,
+            ..Config::default()
+        };
+        let mut copy = Squares::<u32>::split_copy_of(&config, 2000).expect("a small world fits");
+        let first = |k: &u32| mix64(u64::from(*k)).is_multiple_of(3);
+        let second = |k: &u32| mix64(u64::from(*k)) % 3 == 1;
+        copy.copy_part(&squares, false, |k| first(k).then_some(*k));
+        copy.copy_part(&squares, true, |k| second(k).then_some(*k + 5000));
+        let (cols, rows) = squares.whole().dims();
+        let all = squares.whole();
+        let mut total = [0, 0];
+        for (part, (keep, add)) in [
+            (false, (first as fn(&u32) -> bool, 0)),
+            (true, (second, 5000)),
+        ] {
+            let got = copy.part(part);
+            for row in 0..rows {
+                for col in 0..cols {
+                    let run = all.start_of(col, row)..all.start_of(col + 1, row);
+                    let kept: Vec<u32> = all.records()[run]
+                        .iter()
+                        .filter(|k| keep(k))
+                        .map(|k| k + add)
+                        .collect();
+                    let run = got.start_of(col, row)..got.start_of(col + 1, row);
+                    assert_eq!(&got.records()[run], &kept[..], "square ({col}, {row})");
+                    total[usize::from(part)] += kept.len();
+                }
             }
         }
-        assert_eq!(copy.records().len(), total);
-        assert!(total > 500 && total < 800, "{total}");
+        // The second part's records follow the first's in the one room.
+        assert_eq!(copy.part(false).records().len(), total[0]);
+        assert_eq!(copy.part(true).records().len(), total[0] + total[1]);
+        assert!(total[0] > 500 && total[0] < 800, "{total:?}");
+        assert!(total[1] > 500 && total[1] < 800, "{total:?}");
     }
 
     #[test]
@@ -551,6 +635,7 @@ mod tests {
                 _ => Some((at(case + 1000), at(case + 1500))),
             };
             let mut got: Vec<u32> = squares
+                .whole()
                 .runs_around(a, b, reach)
                 .flatten()
                 .copied()

@@ -55,7 +55,7 @@ use crate::rule::RuleTables;
 use crate::scan::{Candidates, ScanRecord};
 use crate::slot_bits::SlotBits;
 use crate::slot_table::{Gone, SlotTable};
-use crate::squares::{step_within, PackedSquares, Widths, JUMPED};
+use crate::squares::{step_within, PackedSquares, Part, Widths, JUMPED};
 use crate::subject_pairs::PairRoom;
 use crate::view::Views;
 
@@ -99,12 +99,13 @@ pub(crate) struct Sweep {
     /// One viewer's partners near enough to the radius to test twice: one
     /// buffer for each task the pairs may be split into (see `fork.rs`).
     bands: Vec<Vec<u32>>,
-    /// The squares' copy split in two: the observers whose views the sweep
-    /// keeps, and everyone else. A pair matters only with one of the first
-    /// in it, so crowds that are culled (or of NPCs) cost the sweep
-    /// nothing among themselves.
-    viewers: Option<PackedSquares>,
-    others: Option<PackedSquares>,
+    /// The squares' copy split in two parts: the observers whose views the
+    /// sweep keeps, and everyone else. A pair matters only with one of the
+    /// first in it, so crowds that are culled (or of NPCs) cost the sweep
+    /// nothing among themselves. The parts share one room of records, as
+    /// together they hold each entity at most once (two rooms took 32
+    /// bytes an entity more).
+    split: Option<PackedSquares>,
     /// Whether this tick's views are kept by the sweep where it can.
     active: bool,
     /// Whether this tick's due subjects are grouped by the viewers around
@@ -121,9 +122,9 @@ impl Sweep {
         let possible = config.visibility == Visibility::Radius
             && config.hysteresis == Fix::ZERO
             && u64::from(config.max_observers) * 2 >= u64::from(config.max_entities);
-        // Both copies are filled from the world's squares, never sorted.
-        let viewers = PackedSquares::copy_of(config, config.max_entities).filter(|_| possible);
-        let (n, max_entities) = match viewers {
+        // Both parts are filled from the world's squares, never sorted.
+        let split = PackedSquares::split_copy_of(config, config.max_entities).filter(|_| possible);
+        let (n, max_entities) = match split {
             Some(_) => (slots as usize, config.max_entities as usize),
             None => (0, 0),
         };
@@ -133,10 +134,7 @@ impl Sweep {
             at: vec![0; n + 1],
             due_at: vec![0; n + 1],
             bands: vec![vec![0; max_entities + 1]],
-            others: viewers
-                .as_ref()
-                .and_then(|_| PackedSquares::copy_of(config, config.max_entities)),
-            viewers,
+            split,
             active: false,
             due_active: false,
         }
@@ -172,7 +170,7 @@ impl Sweep {
 
     /// Whether the config lets the sweep run at all.
     pub(crate) fn possible(&self) -> bool {
-        self.viewers.is_some()
+        self.split.is_some()
     }
 
     /// Forgets the tick's changes (views are rebuilt unless swept again)
@@ -272,7 +270,7 @@ impl Sweep {
     /// touched.
     pub(crate) fn find_changes<F: Fork + ?Sized>(
         &mut self,
-        squares: &PackedSquares,
+        from: &PackedSquares,
         scene: &Scene<'_>,
         (step, t): (i64, u64),
         fork: &F,
@@ -284,7 +282,8 @@ impl Sweep {
         if !self.possible() {
             return false;
         }
-        let (swept, r_min, r_max) = self.choose_viewers(scene, squares.side(), t);
+        let (swept, r_min, r_max) = self.choose_viewers(scene, from.side(), t);
+        let squares = from.whole();
         // The sweep's passes over every slot and record pay off only when
         // most entities have views it keeps (not where NPCs abound).
         if swept == 0 || !plan::sweep_allowed(u64::from(swept), u64::from(scene.count), None) {
@@ -310,12 +309,12 @@ impl Sweep {
         let (viewers, others) = if swept == scene.count && !mixed {
             (squares, None)
         } else {
-            let (Some(viewers), Some(others)) = (&mut sweep.viewers, &mut sweep.others) else {
+            let Some(split) = &mut sweep.split else {
                 return false;
             };
             // The reach check above keeps every swept radius below 2^31.
             let radius = |slot: u32| slots.sights[slot as usize].radius.to_bits() as u32;
-            viewers.copy_mapped(squares, |e| {
+            split.copy_part(from, false, |e| {
                 let kept = enter2[e.slot as usize] != NOT_SWEPT;
                 kept.then(|| {
                     if mixed {
@@ -325,13 +324,14 @@ impl Sweep {
                     }
                 })
             });
-            let others = (swept != scene.count).then(|| {
-                others.copy_kept(squares, |e| {
-                    enter2[e.slot as usize] == NOT_SWEPT && e.dx != JUMPED
+            let others = swept != scene.count;
+            if others {
+                split.copy_part(from, true, |e| {
+                    let other = enter2[e.slot as usize] == NOT_SWEPT && e.dx != JUMPED;
+                    other.then_some(*e)
                 });
-                &*others
-            });
-            (&*viewers, others)
+            }
+            (split.part(false), others.then(|| split.part(true)))
         };
         let (cols, rows) = squares.dims();
         let mut k = 0usize;
@@ -514,8 +514,8 @@ impl Sweep {
 /// [`ScanRecord::with_radius`]), the bound on the other end's step, and
 /// the disc of the reach row by row.
 struct Pairs<'a> {
-    viewers: &'a PackedSquares,
-    others: Option<&'a PackedSquares>,
+    viewers: Part<'a, ScanRecord>,
+    others: Option<Part<'a, ScanRecord>>,
     enter2: &'a [u64],
     dims: (u32, u32),
     span: u32,
@@ -642,7 +642,7 @@ impl Pairs<'_> {
                 let own = band_of(r_a, moved);
                 let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
                 // The squares of row `r` within reach of `a`, in `copy`.
-                let near = |copy: &PackedSquares, r: u32| {
+                let near = |copy: Part<'_, ScanRecord>, r: u32| {
                     let (first, last) = copy.cols_near((a.x, a.y), r, &self.widths)?;
                     Some(copy.start_of(first, r)..copy.start_of(last + 1, r))
                 };
@@ -761,7 +761,7 @@ fn group_by_observer(pairs: &[(u32, u32)], out: &mut [u32], at: &mut [u32], base
 /// `found`.
 fn due_pairs(
     found: &mut [(u32, u32)],
-    (viewers, enter2, r_max): (&PackedSquares, &[u64], i64),
+    (viewers, enter2, r_max): (Part<'_, ScanRecord>, &[u64], i64),
     due: &SlotBits,
     slots: &SlotTable,
     limit: u32,
@@ -799,7 +799,7 @@ fn due_pairs(
 fn around(
     found: &mut [(u32, u32)],
     mut k: usize,
-    (viewers, enter2, reach): (&PackedSquares, &[u64], i64),
+    (viewers, enter2, reach): (Part<'_, ScanRecord>, &[u64], i64),
     subject: u32,
     now: Option<(i64, i64)>,
     was: Option<(i64, i64)>,

@@ -346,7 +346,7 @@ impl PairScene<'_> {
         let reach = i64::try_from(reach).unwrap_or(i64::MAX);
         let now = (subject.now.x, subject.now.y);
         let before = subject.before.map(|b| (b.x, b.y));
-        for run in squares.runs_around(now, before, reach) {
+        for run in squares.whole().runs_around(now, before, reach) {
             for (o, w) in run {
                 self.pair_with(*o, w, subject, t, marks);
             }
