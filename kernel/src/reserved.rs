@@ -6,7 +6,7 @@ use crate::subject_pairs::room_per_entity;
 /// Bytes per entity slot: the entity's record and sight, its cell-list
 /// links, id index, throttle and digest records, per-tick stamps and
 /// sorted copies.
-const PER_SLOT: u64 = 528;
+const PER_SLOT: u64 = 512;
 /// Bytes per entity of the ranking's room for 128-bit distances, kept
 /// only in worlds more than `2^31` raw units across.
 const PER_ENTITY_FAR: u64 = 32;
@@ -21,12 +21,13 @@ const PER_SLOT_SWEEP: u64 = 102;
 /// overflow of an eighth as many (a world stepped with threads adds a
 /// second ring).
 const PER_VIEW_ENTRY_EIGHTHS: u64 = 36;
-/// Bytes of the ring's slack, per entry of one view (`max_view`).
-const PER_VIEW_SLACK: u64 = 16;
+/// Bytes per entry of one view (`max_view`): the ring's slack, and the
+/// room for an observer's resolved pairs (two views' worth).
+const PER_VIEW_SLACK: u64 = 48;
 /// Bytes per observer besides its view: its id list entries, cut-off
 /// guess and how far it reaches, renumbering, the place of its margin,
 /// and its view's place, key and order in the ring.
-const PER_OBSERVER: u64 = 183;
+const PER_OBSERVER: u64 = 169;
 /// Bytes of the room for one margin, which a full view keeps while culled.
 const PER_MARGIN: u64 = 428;
 /// Bytes per cell: its lists and its share of the sorted copies.

@@ -227,8 +227,8 @@ pub struct World {
     /// How many leading entries of `by_id` were sorted when it was last
     /// sorted; spawns append after them.
     by_id_sorted: u32,
-    /// Room to merge `by_id`'s appended tail into its sorted head: its live
-    /// entries, at most `max_observers`.
+    /// Room to merge `by_id`'s appended tail into its sorted head, for an
+    /// eighth of `max_observers`.
     by_id_tail: Vec<(EntityId, u32)>,
     /// A bit per slot for renumbering, which plans in the pairs' room.
     numbering_done: SlotBits,
@@ -402,7 +402,10 @@ impl World {
             ),
             by_id_clean: true,
             by_id_sorted: 0,
-            by_id_tail: Vec::with_capacity(config.max_observers as usize),
+            // Room to merge an eighth of the observers spawned since the
+            // last sort; more are sorted with the rest (room for every
+            // observer took 16 bytes an observer).
+            by_id_tail: Vec::with_capacity((config.max_observers as usize / 8).max(1)),
             numbering_done: SlotBits::new(slots),
             pending: Vec::with_capacity(n),
             touched: Vec::with_capacity(n),
@@ -418,7 +421,9 @@ impl World {
             plan: TickPlan::IDLE,
             around: Vec::with_capacity(config.max_observers as usize),
             pairs: SubjectPairs::new(slots, subject_pairs::room_per_entity(&config)),
-            group: Vec::with_capacity(n),
+            // A group of more pairs than two full views grows its view past
+            // `max_view`, and the view is rebuilt instead (as split tasks do).
+            group: Vec::with_capacity(2 * config.view_room() as usize + 2),
             observer_cells: CellSorted::new(observer_cells, config.max_observers),
             observer_squares,
             candidates: Candidates::new(config.max_entities),
@@ -1217,12 +1222,17 @@ impl World {
             live
         });
         let (sorted_head, tail) = self.by_id.split_at_mut(head);
-        tail.sort_unstable();
-        if let (Some(last), Some(first)) = (sorted_head.last(), tail.first()) {
-            if last > first {
-                self.by_id_tail.clear();
-                self.by_id_tail.extend_from_slice(tail);
-                merge_back(&mut self.by_id, head, &self.by_id_tail);
+        if tail.len() > self.by_id_tail.capacity() {
+            // More spawned than the merge has room for: sort them all.
+            self.by_id.sort_unstable();
+        } else {
+            tail.sort_unstable();
+            if let (Some(last), Some(first)) = (sorted_head.last(), tail.first()) {
+                if last > first {
+                    self.by_id_tail.clear();
+                    self.by_id_tail.extend_from_slice(tail);
+                    merge_back(&mut self.by_id, head, &self.by_id_tail);
+                }
             }
         }
         // The same id despawned and spawned again into the same slot.

@@ -11,7 +11,7 @@
 //! kept afterwards. The observer itself moving, a despawn near it, or a
 //! margin that runs out still rebuild the view, which sets a new margin.
 
-use super::incremental::{col_row, PairScene, Place, Subject};
+use super::incremental::{col_row, push_within, PairScene, Place, Subject};
 use super::World;
 use crate::command::EntityId;
 use crate::config::Visibility;
@@ -123,8 +123,10 @@ impl World {
                     return self.rebuild_view(slot, sink);
                 }
             };
-            if let Some(kind) = PairKind::of_change(was, now, self.due.get(s)) {
-                self.group.push((kind, id, s));
+            let kind = PairKind::of_change(was, now, self.due.get(s));
+            if kind.is_some_and(|kind| !push_within(&mut self.group, (kind, id, s))) {
+                self.margins.clear(view);
+                return self.rebuild_view(slot, sink);
             }
         }
         if !self.margins.settle(self.config.max_view as usize) {
@@ -133,10 +135,15 @@ impl World {
             return self.rebuild_view(slot, sink);
         }
         let (ids, due, group) = (&self.slots.ids, &self.due, &mut self.group);
+        let mut fits = true;
         for (s, was, now, moved) in self.margins.entries() {
             if let Some(kind) = PairKind::of_change(was, now, moved && due.get(s)) {
-                group.push((kind, ids.id(s), s));
+                fits &= push_within(group, (kind, ids.id(s), s));
             }
+        }
+        if !fits {
+            self.margins.clear(view);
+            return self.rebuild_view(slot, sink);
         }
         self.margins.commit(view);
         self.sync_margin(slot, view);

@@ -491,7 +491,10 @@ impl World {
                 PairKind::Leave => -1,
                 _ => 0,
             };
-            self.group.push((kind, id, s));
+            if !push_within(&mut self.group, (kind, id, s)) {
+                // More pairs than two full views: it grows past max_view.
+                return self.rebuild_view(slot, sink);
+            }
         }
         if old.len() as isize + grows > max_view as isize {
             // Culling needed after all: rebuild from scratch.
@@ -548,6 +551,16 @@ impl World {
         }
         events
     }
+}
+
+/// Appends `item` where `v`'s capacity, fixed at construction, leaves room
+/// for it: never grows it, and says whether it did.
+pub(super) fn push_within<T>(v: &mut Vec<T>, item: T) -> bool {
+    let room = v.len() < v.capacity();
+    if room {
+        v.push(item);
+    }
+    room
 }
 
 /// Reads `view` once in order and returns it. A binary search jumps across
