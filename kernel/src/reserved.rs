@@ -6,7 +6,7 @@ use crate::subject_pairs::room_per_entity;
 /// Bytes per entity slot: the entity's record and sight, its cell-list
 /// links, id index, throttle and digest records, per-tick stamps and
 /// sorted copies.
-const PER_SLOT: u64 = 512;
+const PER_SLOT: u64 = 496;
 /// Bytes per entity of the ranking's room for 128-bit distances, kept
 /// only in worlds more than `2^31` raw units across.
 const PER_ENTITY_FAR: u64 = 32;

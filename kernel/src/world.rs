@@ -269,10 +269,8 @@ pub struct World {
     /// (then there is no copy by cells).
     observer_squares: Option<Squares<(u32, Watcher)>>,
     candidates: Candidates,
-    /// Crowd culling: visible candidates with their `dist²`, and those at
-    /// the cut-off distance with their ids.
+    /// Crowd culling: visible candidates with their `dist²`.
     ranked: Ranked,
-    ties: Vec<(EntityId, u32)>,
     /// Per view: the `dist²` its crowd was last cut off at, a guess that
     /// spares the next ranking most of the crowd (see [`Ranked`]). Views
     /// come out the same whatever it holds, so it is no part of the state:
@@ -441,7 +439,6 @@ impl World {
                 false => Margins::new(0, 0),
             },
             margin_keys: Listed::new(),
-            ties: Vec::with_capacity(n),
             packed: CellSorted::new(packed_cells, packed_slots),
             squares,
             any_due: false,
@@ -1558,10 +1555,10 @@ impl World {
             }
             let ids = &self.slots.ids;
             let id_of = |s: u32| ids.id(s);
-            let (ties, candidates) = (&mut self.ties, &mut self.candidates);
+            let candidates = &mut self.candidates;
             if let Some(cutoff) = self
                 .ranked
-                .keep_nearest(reach.near, max_view, id_of, ties, candidates)
+                .keep_nearest(reach.near, max_view, id_of, candidates)
             {
                 self.cutoffs[view as usize] = u64::try_from(cutoff).unwrap_or(NO_CUTOFF);
             }
