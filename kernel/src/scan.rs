@@ -387,7 +387,7 @@ fn places<K: Ord + Copy + Into<u128>>(
     n == rest.len()
 }
 
-fn nearest<K: Ord + Copy>(
+fn nearest<K: Ord + Copy + From<u64>>(
     ranked: &mut [(K, u32)],
     max_view: usize,
     id_of: impl Fn(u32) -> u64,
@@ -415,9 +415,22 @@ fn nearest<K: Ord + Copy>(
     };
     let beyond = partition(farther, |r| r.0 == bound);
     let ties = &mut ranked[below..=last + beyond];
-    ties.sort_unstable_by_key(|r| id_of(r.1));
-    for &(_, s) in ties.iter().take(max_view - below) {
+    // They share the bound's dist², so their keys can hold their ids while
+    // they are ranked: one lookup each, not two per comparison, and only
+    // the places left are sorted (a crowd on one spot ties by thousands).
+    for r in ties.iter_mut() {
+        r.0 = K::from(id_of(r.1));
+    }
+    let take = max_view - below;
+    if take < ties.len() {
+        ties.select_nth_unstable_by_key(take, |r| r.0);
+    }
+    for &(_, s) in ties.iter().take(take) {
         out.push_if(s, true);
+    }
+    // The margin (`places`) ranks the same candidates again by dist².
+    for r in ties.iter_mut() {
+        r.0 = bound;
     }
     Some(bound)
 }
@@ -577,6 +590,9 @@ mod tests {
             let mut got = out.as_slice().to_vec();
             got.sort_unstable();
             assert_eq!(got, want, "case {case}");
+            // Every candidate keeps its dist², for the margin to rank.
+            work.sort_unstable_by_key(|r| r.1);
+            assert_eq!(work, ranked, "case {case}");
             assert_eq!(bound.is_some(), ranked.len() > max_view, "case {case}");
         }
     }
