@@ -15,7 +15,9 @@
 //! steps in −5..=5, so 1 in 121 moves to where it stands), `dense-50k` and
 //! `dense-cull-50k` (five times the density, without and with crowd
 //! culling), `stopgo-10k` (runs of 5–40 ticks walking, then standing) and
-//! `radius-mix-10k` (view radii of 50–150 units, 1% staying put).
+//! `radius-mix-10k` (view radii of 50–150 units, 1% staying put);
+//! `spawn-points-10k` (a tenth standing on two spots, each on one exact
+//! point, views of 256: cut-offs among hundreds of ties).
 //!
 //! Every contender is fed the same seeded command stream. The peers
 //! (flat_spatial, kiddo, rstar, a plain grid with mark-diff views, a
@@ -62,8 +64,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
-               dense-cull-50k, stopgo-10k, radius-mix-10k); --quick skips the
-               dense ones unless named. `mixedP-Nk` named in full runs the
+               dense-cull-50k, stopgo-10k, radius-mix-10k, spawn-points-10k); --quick
+               skips the dense ones unless named. `mixedP-Nk` named in full runs the
                uniform walk of N thousand with P% staying put (P < 100)
   --mode       only this visibility mode
   --max-visible  the kernel's bound on the visible pairs of all views together, which
@@ -279,6 +281,7 @@ fn main() {
         Spec::new(Kind::DenseCull, 50_000),
         Spec::new(Kind::StopGo, 10_000),
         Spec::new(Kind::RadiusMix, 10_000),
+        Spec::new(Kind::SpawnPoints, 10_000),
     ];
     if opts.only.is_empty() {
         if opts.quick {

@@ -24,6 +24,13 @@ pub const MAX_VIEW: u32 = 512;
 pub const CULL_VIEW: u32 = 256;
 /// The view radii of the mixed-radius workload, in world units.
 pub const RADIUS_MIX: (i64, i64) = (50, 150);
+/// The spawn-point workload: how many spots, one in how many entities
+/// standing on them, and the view capacity: below what a spot holds (500
+/// at 10k), above what the walkers alone fill in either mode (about 80 in
+/// a disc, 225 in nine cells).
+pub const SPAWN_POINTS: u32 = 2;
+pub const SPAWN_SHARE: u32 = 10;
+pub const SPAWN_VIEW: u32 = 256;
 
 /// A fixed-point coordinate from lattice units.
 pub fn fix_of_q(q: i64) -> Fix {
@@ -82,6 +89,14 @@ pub enum Kind {
     /// Observers' view radii spread over 50–150 units (half to one and a
     /// half cells), and 1% of the entities stay put each tick as in mixed1.
     RadiusMix,
+    /// One entity in [`SPAWN_SHARE`] stands (sends no command) on one of
+    /// [`SPAWN_POINTS`] spots, all of a spot's on the very same point, as
+    /// players do at a spawn point or a banker; the others walk, through
+    /// them. With a view capacity of [`SPAWN_VIEW`], the views near a spot
+    /// are culled and their cut-offs fall among subjects at one distance
+    /// (on the spot: everyone at distance 0), ties broken by id by the
+    /// hundred; views away from the spots are not.
+    SpawnPoints,
 }
 
 impl Kind {
@@ -105,6 +120,7 @@ impl Kind {
             Kind::DenseCull => 11,
             Kind::StopGo => 12,
             Kind::RadiusMix => 13,
+            Kind::SpawnPoints => 14,
         }
     }
 }
@@ -158,6 +174,7 @@ impl Spec {
             Kind::DenseCull => "dense-cull",
             Kind::StopGo => "stopgo",
             Kind::RadiusMix => "radius-mix",
+            Kind::SpawnPoints => "spawn-points",
         };
         let size = if n.is_multiple_of(1000) {
             format!("{}k", n / 1000)
@@ -192,6 +209,17 @@ impl Spec {
         matches!(self.kind, Kind::Hotspot | Kind::Town) && i.is_multiple_of(5)
     }
 
+    /// The spot (lattice units) entity `i` stands on for good, if any:
+    /// spots on a diagonal, a third of the world apart.
+    fn spot(&self, i: u32) -> Option<(i64, i64)> {
+        if self.kind != Kind::SpawnPoints || !i.is_multiple_of(SPAWN_SHARE) {
+            return None;
+        }
+        let k = i64::from((i / SPAWN_SHARE) % SPAWN_POINTS + 1);
+        let at = self.side * k / i64::from(SPAWN_POINTS + 1) * Q;
+        Some((at, at))
+    }
+
     /// The view capacity: [`MAX_VIEW`], except in the dense workloads,
     /// where it is above every candidate set (nothing culled) or
     /// [`CULL_VIEW`] (nearly everyone culled). In grid mode the nine cells
@@ -201,6 +229,7 @@ impl Spec {
             (Kind::Dense, Visibility::Grid) => 1_536,
             (Kind::Dense, Visibility::Radius) => 640,
             (Kind::DenseCull, _) => CULL_VIEW,
+            (Kind::SpawnPoints, _) => SPAWN_VIEW,
             _ => MAX_VIEW,
         }
     }
@@ -256,7 +285,8 @@ impl Spec {
 /// The command stream of one workload: tick 1 spawns everyone, every later
 /// tick moves everyone (in the calm and town workloads, 5% of them; in the
 /// churn workload, 1% despawn and spawn again instead; in the mixed,
-/// stop-and-go and mixed-radius workloads, those standing send nothing).
+/// stop-and-go, mixed-radius and spawn-point workloads, those standing
+/// send nothing).
 /// Two streams built from one spec are identical.
 pub struct Stream {
     spec: Spec,
@@ -299,7 +329,7 @@ impl Stream {
                     range(&mut self.rng, lo, hi - 1),
                     range(&mut self.rng, lo, hi - 1),
                 );
-                self.pos.push(p);
+                self.pos.push(self.spec.spot(i).unwrap_or(p));
                 // Only the workloads that use them draw these, so the
                 // others' streams stay as they were.
                 let (r_lo, r_hi) = self.spec.radii();
@@ -327,6 +357,9 @@ impl Stream {
                 _ => 0,
             };
             if stays > 0 && chance(&mut self.rng, stays) {
+                continue;
+            }
+            if self.spec.spot(i).is_some() {
                 continue;
             }
             if self.spec.kind == Kind::StopGo {
