@@ -252,6 +252,8 @@ pub struct World {
     affected: Vec<u32>,
     /// How many affected observers pairing marked for a rebuild this tick.
     marked: u32,
+    /// How many of them have full views (see `plan::CROWD_REBUILD_WEIGHT`).
+    crowds: u32,
     /// This tick's plan (`plan.rs`), made in two steps; the last tick's
     /// between ticks.
     plan: TickPlan,
@@ -416,6 +418,7 @@ impl World {
             gone_overflowed: false,
             affected: Vec::with_capacity(config.max_observers as usize),
             marked: 0,
+            crowds: 0,
             plan: TickPlan::IDLE,
             around: Vec::with_capacity(config.max_observers as usize),
             pairs: SubjectPairs::new(slots, subject_pairs::room_per_entity(&config)),
@@ -642,6 +645,7 @@ impl World {
         self.gone_overflowed = false;
         self.affected.clear();
         self.marked = 0;
+        self.crowds = 0;
         self.pairs.clear();
         self.any_due = false;
         self.recheck = core::mem::take(&mut self.capped);
@@ -735,6 +739,7 @@ impl World {
             rebuild_at: &mut self.stamps.rebuild,
             affected: &mut self.affected,
             marked: &mut self.marked,
+            crowds: &mut self.crowds,
             pairs: &mut self.pairs,
             around: &mut self.around,
             #[cfg(any(debug_assertions, feature = "path-coverage"))]
@@ -765,6 +770,7 @@ impl World {
             RefreshCounts {
                 overflowed: self.pairs.overflowed(),
                 marked: u64::from(self.marked),
+                crowds: u64::from(self.crowds),
                 affected: self.affected.len() as u64,
                 edits: u64::from(self.pairs.edits()),
                 observers: u64::from(self.observers),

@@ -135,6 +135,8 @@ pub(super) struct PairMarks<'a> {
     pub(super) affected: &'a mut Vec<u32>,
     /// How many of them are marked for a rebuild.
     pub(super) marked: &'a mut u32,
+    /// How many of those were marked as crowds: their views full.
+    pub(super) crowds: &'a mut u32,
     pub(super) pairs: &'a mut SubjectPairs,
     /// Room for the observers around one subject.
     pub(super) around: &'a mut Vec<u32>,
@@ -232,7 +234,11 @@ pub(super) fn pair_changes(
             scene.pair_subject(&subject, t, marks);
         }
         if mark && change.relocated && e.is_observer() {
-            marks.mark_rebuild(slot, t);
+            match scene.own_move_rebuilds(e, prev_cells[slot as usize], change.fresh) {
+                Some(false) => marks.mark_rebuild(slot, t),
+                Some(true) => marks.mark_crowd_rebuild(slot, t),
+                None => {}
+            }
         }
     }
 }
@@ -255,15 +261,44 @@ impl PairMarks<'_> {
 
     #[inline(always)]
     fn mark_rebuild(&mut self, slot: u32, t: u64) {
+        self.mark_crowd_or_not(slot, false, t);
+    }
+
+    /// Marks an observer whose view is full: its rebuild ranks a crowd,
+    /// which the plan weighs more (`plan::CROWD_REBUILD_WEIGHT`).
+    #[inline(always)]
+    fn mark_crowd_rebuild(&mut self, slot: u32, t: u64) {
+        self.mark_crowd_or_not(slot, true, t);
+    }
+
+    #[inline(always)]
+    fn mark_crowd_or_not(&mut self, slot: u32, crowd: bool, t: u64) {
         self.mark_affected(slot, t);
         if self.rebuild_at[slot as usize] != stamp(t) {
             self.rebuild_at[slot as usize] = stamp(t);
             *self.marked += 1;
+            *self.crowds += u32::from(crowd);
         }
     }
 }
 
 impl PairScene<'_> {
+    /// Whether the observer `e`, which moved (or spawned) this tick and
+    /// stood last tick in `prev_cell`, must be rebuilt for its own move
+    /// (`Some`), and whether as a crowd (its view full). In radius mode,
+    /// always. In grid mode its nine-grid is the same while it stays in
+    /// its cell, and so is its view unless the view is full: a crowd
+    /// culled by distance ranks again from where it stands now. (Other
+    /// subjects' moves reach its view by pairing, as for any other.)
+    #[inline(always)]
+    fn own_move_rebuilds(&self, e: &Entity, prev_cell: u32, fresh: bool) -> Option<bool> {
+        let full = self.views.any_full()
+            && self.views.slots(e.view).len() >= self.config.max_view as usize;
+        let needed =
+            self.config.visibility != Visibility::Grid || fresh || e.cell != prev_cell || full;
+        needed.then_some(full)
+    }
+
     /// Takes a despawned subject out of the views around where it stood:
     /// by pairing while its slot is vacant, else (a spawn took the slot
     /// over) by rebuilding every observer around (see `spare_slots`).
@@ -414,7 +449,7 @@ impl PairScene<'_> {
             // A full view may be culled: whoever is in range, only the
             // view knows who is kept, and a move can change it.
             if subject.moved {
-                marks.mark_rebuild(o, t);
+                marks.mark_crowd_rebuild(o, t);
                 return;
             }
             kind = subject.due.then_some(PairKind::UnsureBand);
