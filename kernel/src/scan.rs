@@ -417,7 +417,7 @@ fn nearest<K: Ord + Copy + From<u64>>(
     let ties = &mut ranked[below..=last + beyond];
     // They share the bound's dist², so their keys can hold their ids while
     // they are ranked: one lookup each, not two per comparison, and only
-    // the places left are sorted (a crowd on one spot ties by thousands).
+    // the places left are selected (a crowd on one spot ties by hundreds).
     for r in ties.iter_mut() {
         r.0 = K::from(id_of(r.1));
     }

@@ -222,8 +222,9 @@ impl Spec {
 
     /// The view capacity: [`MAX_VIEW`], except in the dense workloads,
     /// where it is above every candidate set (nothing culled) or
-    /// [`CULL_VIEW`] (nearly everyone culled). In grid mode the nine cells
-    /// hold about 1 125 entities at the dense workload's density.
+    /// [`CULL_VIEW`] (nearly everyone culled), and the spawn-point one
+    /// ([`SPAWN_VIEW`]: views near a spot culled). In grid mode the nine
+    /// cells hold about 1 125 entities at the dense workload's density.
     pub fn max_view(&self, mode: Visibility) -> u32 {
         match (self.kind, mode) {
             (Kind::Dense, Visibility::Grid) => 1_536,
