@@ -24,6 +24,9 @@ pub enum Path {
     PairFromCellCopy,
     /// A subject paired through the observers' copy by squares.
     PairFromSquareCopy,
+    /// Grid mode while some view is full: a subject that stayed in its cell
+    /// paired only with the observers of cells holding full views.
+    PairNearFullViews,
     /// A despawned subject taken out of views by pairing (its slot stayed
     /// vacant).
     GonePaired,
@@ -102,13 +105,14 @@ pub enum Path {
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 36] = [
+    pub const ALL: [Path; 37] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
         Path::PairFromLists,
         Path::PairFromCellCopy,
         Path::PairFromSquareCopy,
+        Path::PairNearFullViews,
         Path::GonePaired,
         Path::GoneTakenOver,
         Path::UpdatesWalked,

@@ -316,6 +316,10 @@ pub struct World {
     /// The slots live observers hold, so that every observer's record can
     /// be read in slot order.
     observer_slots: SlotBits,
+    /// Grid mode: the cells holding an observer whose view is full or
+    /// keeps a margin, marked in ticks that pair while some view is full
+    /// (see `World::mark_full_cells`).
+    full_cells: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
     marks: ViewMarks,
     /// Layer bits every live entity has (all of them while none lives).
@@ -456,6 +460,10 @@ impl World {
                 Visibility::Radius => DueCells::new(0, 0),
             },
             observer_slots: SlotBits::new(slots),
+            full_cells: SlotBits::new(match config.visibility {
+                Visibility::Grid => cells,
+                Visibility::Radius => 0,
+            }),
             marks: ViewMarks::new(slots),
             common_layers: u32::MAX,
             capped: false,
@@ -717,6 +725,11 @@ impl World {
             self.hit(Path::UpdatesWalked);
         }
         self.copy_observers();
+        let mark = pairing != Pairing::RebuildAll;
+        let near_full = mark && self.config.visibility == Visibility::Grid && self.views.any_full();
+        if near_full {
+            self.mark_full_cells();
+        }
         // Pairing (`world/incremental.rs`): what it reads, what it marks,
         // what deciding dues writes.
         let scene = PairScene {
@@ -733,6 +746,7 @@ impl World {
             updates: self.plan.updates,
             observer_cells: &self.observer_cells,
             observer_squares: self.observer_squares.as_ref(),
+            full_cells: near_full.then_some(&self.full_cells),
         };
         let mut marks = PairMarks {
             affected_at: &mut self.stamps.affected,
@@ -757,7 +771,6 @@ impl World {
             changes: border.is_some().then_some(&self.changes[..]),
             gone: &self.gone,
         };
-        let mark = pairing != Pairing::RebuildAll;
         incremental::pair_changes(&scene, &mut marks, dues, &changed, mark, t);
         self.gather_due = self.any_due && gathers_due(self.due.count(), self.count);
         if self.gather_due {
@@ -878,6 +891,24 @@ impl World {
             tick: t,
             digest: self.digest,
             events,
+        }
+    }
+
+    /// Grid mode, pairing while some view is full: marks the cells of the
+    /// observers whose views are full or keep a margin, the only views a
+    /// subject that stays in its cell can change (the others follow
+    /// cells). `O(slots / 64 + observers)`, against pairing each such
+    /// subject with every observer of its ring.
+    fn mark_full_cells(&mut self) {
+        let (full_cells, watchers) = (&mut self.full_cells, &self.slots.watchers);
+        full_cells.clear_all();
+        let max_view = self.config.max_view as usize;
+        for o in self.observer_slots.ones() {
+            let Some(w) = watchers.get(o as usize) else {
+                continue;
+            };
+            let full = w.has_margin() || self.views.slots(w.view()).len() >= max_view;
+            full_cells.set_if(w.cell, full);
         }
     }
 

@@ -251,6 +251,45 @@ fn unread_views_slid() -> gen::Scenario {
     gen::Scenario { config, ticks }
 }
 
+/// Grid mode, views of up to 8: twelve observers stacked on one point
+/// (their views full: everyone ties at distance 0) and twenty walkers in
+/// a row through the cells around it and away from it. A few walkers
+/// step each tick, fewer than there are observers, so they are paired;
+/// most stay in their cells, and those are paired only with the cells
+/// that hold full views: near the spot they change the stacked views'
+/// rankings, far from it nothing. Updates are rare, as in the bench's
+/// comparable row: a subject due one is paired with every observer.
+fn spot_in_grid() -> gen::Scenario {
+    let config = Config {
+        max_entities: 64,
+        max_observers: 64,
+        max_view: 8,
+        update_interval: u64::MAX,
+        move_epsilon: Fix::MAX,
+        dir_epsilon: 32768,
+        ..Config::default()
+    };
+    let mut first: Vec<Command> = (1..=12).map(|id| observer(id, 550, 550)).collect();
+    let walker = |k: i32, t: i32| (320 + 60 * k + 7 * (t % 3), 540 + 9 * (t % 2));
+    first.extend((0..20).map(|k| {
+        let (x, y) = walker(k, 0);
+        observer(100 + k as u64, x, y)
+    }));
+    let mut ticks = vec![first];
+    for t in 1..8 {
+        ticks.push(
+            (0..20)
+                .filter(|k| (k + t) % 4 == 0)
+                .map(|k| {
+                    let (x, y) = walker(k, t);
+                    step(100 + k as u64, x, y)
+                })
+                .collect(),
+        );
+    }
+    gen::Scenario { config, ticks }
+}
+
 /// Runs `s` against the oracle and adds the paths its world took.
 fn checked(total: &mut PathCounts, s: &gen::Scenario, what: &str) {
     let (_, world) = check::world_against_oracle(s).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -299,6 +338,7 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
     checked(&mut total, &s, "swept view overfills while due");
     checked(&mut total, &pairs_overflow(), "pairs overflow");
     checked(&mut total, &unread_views_slid(), "unread views slid");
+    checked(&mut total, &spot_in_grid(), "spot in grid");
     checked(
         &mut total,
         &gen::grid_settling(39, 10),

@@ -123,6 +123,9 @@ pub(super) struct PairScene<'a> {
     pub(super) updates: Updates,
     pub(super) observer_cells: &'a CellSorted<(u32, Watcher)>,
     pub(super) observer_squares: Option<&'a Squares<(u32, Watcher)>>,
+    /// Grid mode while some view is full: the cells of observers whose
+    /// views are full or keep a margin (`World::mark_full_cells`).
+    pub(super) full_cells: Option<&'a SlotBits>,
 }
 
 /// What pairing writes: the observers it affects or marks for a
@@ -231,7 +234,15 @@ pub(super) fn pair_changes(
                 due: paired_due,
                 gone: false,
             };
-            scene.pair_subject(&subject, t, marks);
+            // In grid mode, a subject that stayed in its cell and is not
+            // paired for an update changes only full views.
+            let stayed = !change.fresh && prev_cells[slot as usize] == e.cell;
+            match scene.full_cells {
+                Some(full) if stayed && !paired_due => {
+                    scene.pair_near_full_views(full, &subject, t, marks)
+                }
+                _ => scene.pair_subject(&subject, t, marks),
+            }
         }
         if mark && change.relocated && e.is_observer() {
             match scene.own_move_rebuilds(e, prev_cells[slot as usize], change.fresh) {
@@ -408,6 +419,45 @@ impl PairScene<'_> {
             let o = marks.around[k];
             let w = self.watchers[o as usize];
             self.pair_with(o, &w, subject, t, marks);
+        }
+    }
+
+    /// Pairs with the observers of the cells in `full` around the subject
+    /// (see [`PairScene::full_cells`]), from the copy by cells where the
+    /// plan made one, else from the lists. Kept out of line: only ticks
+    /// with full views take it, and inlined it slowed pairing elsewhere.
+    #[inline(never)]
+    fn pair_near_full_views(
+        &self,
+        full: &SlotBits,
+        subject: &Subject,
+        t: u64,
+        marks: &mut PairMarks<'_>,
+    ) {
+        marks.hit(Path::PairNearFullViews);
+        let cells = self
+            .rows_around(subject)
+            .flat_map(|(first, last)| first..=last)
+            .filter(|&c| full.get(c));
+        match self.pair_source {
+            PairSource::CellCopy => {
+                marks.hit(Path::PairFromCellCopy);
+                for c in cells {
+                    for (o, w) in self.observer_cells.run(c, c) {
+                        self.pair_with(*o, w, subject, t, marks);
+                    }
+                }
+            }
+            _ => {
+                marks.hit(Path::PairFromLists);
+                marks.around.clear();
+                self.grid.observers_in(cells, marks.around);
+                for k in 0..marks.around.len() {
+                    let o = marks.around[k];
+                    let w = self.watchers[o as usize];
+                    self.pair_with(o, &w, subject, t, marks);
+                }
+            }
         }
     }
 
