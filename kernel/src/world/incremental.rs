@@ -412,8 +412,20 @@ impl PairScene<'_> {
     /// Pairs with the observers of the grid's cell lists around the
     /// subject: fewer changes than the copy would pay for.
     fn pair_by_lists(&self, subject: &Subject, t: u64, marks: &mut PairMarks<'_>) {
-        marks.around.clear();
         let cells = self.rows_around(subject).flat_map(|(f, l)| f..=l);
+        self.pair_in_lists(cells, subject, t, marks);
+    }
+
+    /// Pairs with the observers of the grid's lists of `cells`.
+    #[inline(always)]
+    fn pair_in_lists(
+        &self,
+        cells: impl Iterator<Item = u32>,
+        subject: &Subject,
+        t: u64,
+        marks: &mut PairMarks<'_>,
+    ) {
+        marks.around.clear();
         self.grid.observers_in(cells, marks.around);
         for k in 0..marks.around.len() {
             let o = marks.around[k];
@@ -450,13 +462,7 @@ impl PairScene<'_> {
             }
             _ => {
                 marks.hit(Path::PairFromLists);
-                marks.around.clear();
-                self.grid.observers_in(cells, marks.around);
-                for k in 0..marks.around.len() {
-                    let o = marks.around[k];
-                    let w = self.watchers[o as usize];
-                    self.pair_with(o, &w, subject, t, marks);
-                }
+                self.pair_in_lists(cells, subject, t, marks);
             }
         }
     }
