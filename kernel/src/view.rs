@@ -777,6 +777,14 @@ impl Views {
         self.full > 0
     }
 
+    /// Whether view `v` holds `max_view` entries (and so may be culled).
+    #[inline(always)]
+    pub(crate) fn is_full(&self, v: u32) -> bool {
+        self.len
+            .get(v as usize)
+            .is_some_and(|&n| n >= self.max_view)
+    }
+
     fn set_len(&mut self, v: u32, n: u32) {
         let max = self.max_view;
         let len = &mut self.len[v as usize];

@@ -902,12 +902,11 @@ impl World {
     fn mark_full_cells(&mut self) {
         let (full_cells, watchers) = (&mut self.full_cells, &self.slots.watchers);
         full_cells.clear_all();
-        let max_view = self.config.max_view as usize;
         for o in self.observer_slots.ones() {
             let Some(w) = watchers.get(o as usize) else {
                 continue;
             };
-            let full = w.has_margin() || self.views.slots(w.view()).len() >= max_view;
+            let full = w.has_margin() || self.views.is_full(w.view());
             full_cells.set_if(w.cell, full);
         }
     }

@@ -303,8 +303,7 @@ impl PairScene<'_> {
     /// subjects' moves reach its view by pairing, as for any other.)
     #[inline(always)]
     fn own_move_rebuilds(&self, e: &Entity, prev_cell: u32, fresh: bool) -> Option<bool> {
-        let full = self.views.any_full()
-            && self.views.slots(e.view).len() >= self.config.max_view as usize;
+        let full = self.views.any_full() && self.views.is_full(e.view);
         let needed =
             self.config.visibility != Visibility::Grid || fresh || e.cell != prev_cell || full;
         needed.then_some(full)
@@ -500,7 +499,7 @@ impl PairScene<'_> {
         let mut kind = pair_kind(was, now, subject.due);
         if (was, now) != (Zone::Out, Zone::Out)
             && self.views.any_full()
-            && self.views.slots(w.view()).len() >= self.config.max_view as usize
+            && self.views.is_full(w.view())
         {
             // A full view may be culled: whoever is in range, only the
             // view knows who is kept, and a move can change it.
