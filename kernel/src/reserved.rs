@@ -14,9 +14,12 @@ const PER_ENTITY_FAR: u64 = 32;
 /// which each slot has [`room_per_entity`].
 const PER_PAIR: u64 = 12;
 /// Bytes per slot of the radius sweep's buffers, reserved in radius mode
-/// without hysteresis only (its changes go in the pairs' room): mostly
-/// its copy of the squares, split in two parts that share one room.
+/// only (its changes go in the pairs' room): mostly its copy of the
+/// squares, split in two parts that share one room.
 const PER_SLOT_SWEEP: u64 = 102;
+/// Bytes per slot the sweep adds with a hysteresis band: each viewer's
+/// stay distance².
+const PER_SLOT_SWEEP_BAND: u64 = 8;
 /// Eighths of a byte per view entry: a ring of 4-byte entries and an
 /// overflow of an eighth as many (a world stepped with threads adds a
 /// second ring).
@@ -64,13 +67,18 @@ impl Config {
         let cells = u64::from(self.width_cells).saturating_mul(u64::from(self.height_cells));
         let culled = view + 1 < entities;
         let sweep = self.visibility == Visibility::Radius
-            && self.hysteresis.to_bits() == 0
             && 2 * observers >= entities
             && self.squares_fit(cells, entities);
+        let banded = self.hysteresis.to_bits() != 0;
         let grid = self.visibility == Visibility::Grid;
         let per_slot = PER_SLOT
             + PER_PAIR * u64::from(room_per_entity(self))
             + if sweep { PER_SLOT_SWEEP } else { 0 }
+            + if sweep && banded {
+                PER_SLOT_SWEEP_BAND
+            } else {
+                0
+            }
             + if grid { PER_SLOT_GRID } else { 0 };
         let per_cell = PER_CELL + if grid { PER_CELL_GRID } else { 0 };
         let margins = match culled {

@@ -144,11 +144,17 @@ impl Sight {
     }
 
     /// Whether a radius-mode view is exactly every subject within `r`:
-    /// no hysteresis band, candidates near enough for 64-bit squares, and
-    /// every layer in the world (`common_layers`) of interest.
+    /// no hysteresis band, and [`Sight::whole_disc`].
     pub(crate) fn plain_disc(&self, common_layers: u32) -> bool {
         let same = !self.disc || self.stay.unsigned_abs() == self.radius.to_bits().unsigned_abs();
-        self.near && same && self.interest & common_layers != 0
+        same && self.whole_disc(common_layers)
+    }
+
+    /// Whether every subject near enough counts by its distance alone:
+    /// candidates near enough for 64-bit squares, and every layer in the
+    /// world (`common_layers`) of interest.
+    pub(crate) fn whole_disc(&self, common_layers: u32) -> bool {
+        self.near && self.interest & common_layers != 0
     }
 }
 

@@ -1,19 +1,25 @@
 //! Radius-mode views edited by the pairs that crossed a radius, found in
 //! one sweep over pairs of nearby entities, rather than rebuilt one by one.
 //!
-//! Where a view is exactly the subjects within `r` (no hysteresis band to
-//! remember, no crowd culled, every subject of interest), the view at the
-//! end of last tick is a function of where everyone stood then. So in a
-//! tick where everything moved a little, a view changes by exactly the
-//! subjects on one side of `r` at last tick's positions and on the other
-//! at this tick's.
+//! Where a view is exactly the subjects within `r` (no crowd culled, every
+//! subject of interest), the view at the end of last tick is a function of
+//! where everyone stood then. So in a tick where everything moved a
+//! little, a view changes by exactly the subjects on one side of `r` at
+//! last tick's positions and on the other at this tick's.
+//!
+//! With a hysteresis band `h`, the view holds every subject within `r`
+//! and, of those within `r + h`, the ones it held. It can change only by
+//! a subject that crossed `r` inward (it enters unless the view holds it)
+//! or `r + h` outward (it leaves if the view holds it): the sweep finds
+//! both kinds of crossing, and each view keeps those of its changes that
+//! change it ([`order_changes`]).
 //!
 //! The sweep meets every pair of nearby entities with such a view in it
 //! once, and tests it at both positions for both of its directions at
 //! once. A pair's distance moves by at most the lengths of both steps:
 //! the viewer's own, and at most `√2` times the tick's largest step on
 //! either axis for the other end. Only pairs whose distance now lies
-//! within that of `r` can have crossed: a first loop finds those with one
+//! within that of `r` (or of `r + h`) can have crossed: a first loop finds those with one
 //! distance per pair, and only they are tested twice. Where radii differ,
 //! a pair's band is that of its own two ends' radii. The first loop reads
 //! the squares that the disc of the largest reach covers, row by row from
@@ -23,7 +29,7 @@
 //!
 //! Where few subjects are due an Update (the settling of those that
 //! stopped, while the throttle spares the movers), the sweep also pairs
-//! each due subject with the viewers whose radius it lies within, so that
+//! each due subject with the viewers whose stay distance it lies within, so that
 //! a view it keeps looks its few due subjects up instead of being walked
 //! entry by entry for them.
 //!
@@ -54,6 +60,7 @@ use crate::rule;
 use crate::rule::RuleTables;
 use crate::scan::{Candidates, ScanRecord};
 use crate::slot_bits::SlotBits;
+use crate::slot_ids::SlotIds;
 use crate::slot_table::{Gone, SlotTable};
 use crate::squares::{step_within, PackedSquares, Part, Widths, JUMPED};
 use crate::subject_pairs::PairRoom;
@@ -88,6 +95,11 @@ pub(crate) struct Sweep {
     /// Per slot: the enter distance² of an observer whose view the sweep
     /// keeps this tick, else [`NOT_SWEPT`].
     enter2: Vec<u64>,
+    /// The same for the stay distance², `(r + hysteresis)²`, where the
+    /// world has a hysteresis band; else empty, and `enter2` serves.
+    stay2: Vec<u64>,
+    /// The hysteresis band's width, raw; 0 for none.
+    band: i64,
     /// Borrowed from the tick's pairs while the sweep runs, else empty:
     /// `found` holds `(observer slot, subject slot | ENTERED)` as found,
     /// and `grouped` the same subjects grouped by observer,
@@ -116,11 +128,10 @@ pub(crate) struct Sweep {
 impl Sweep {
     /// The sweep's buffers for a world of `slots` slots, or none (an
     /// empty sweep that never runs) where the config rules it out: grid
-    /// mode, hysteresis, no squares, or too few observers for half of the
-    /// entities ever to be swept.
+    /// mode, no squares, or too few observers for half of the entities
+    /// ever to be swept.
     pub(crate) fn new(config: &Config, slots: u32) -> Self {
         let possible = config.visibility == Visibility::Radius
-            && config.hysteresis == Fix::ZERO
             && u64::from(config.max_observers) * 2 >= u64::from(config.max_entities);
         // Both parts are filled from the world's squares, never sorted.
         let split = PackedSquares::split_copy_of(config, config.max_entities).filter(|_| possible);
@@ -128,8 +139,11 @@ impl Sweep {
             Some(_) => (slots as usize, config.max_entities as usize),
             None => (0, 0),
         };
+        let band = config.hysteresis.to_bits();
         Sweep {
             enter2: vec![NOT_SWEPT; n],
+            stay2: vec![NOT_SWEPT; if band > 0 { n } else { 0 }],
+            band,
             room: PairRoom::default(),
             at: vec![0; n + 1],
             due_at: vec![0; n + 1],
@@ -243,13 +257,19 @@ impl Sweep {
             .unwrap_or(&[])
     }
 
+    /// Whether views have a hysteresis band, so that a change the sweep
+    /// found may change nothing ([`order_changes`]).
+    pub(crate) fn banded(&self) -> bool {
+        self.band > 0
+    }
+
     /// Whether this tick's due subjects are grouped by viewer.
     pub(crate) fn due_grouped(&self) -> bool {
         self.due_active
     }
 
     /// Where this tick's due subjects are few (see [`DUE_SHARE`]), those
-    /// within the enter distance of the observer at `slot`, ascending by
+    /// within the stay distance of the observer at `slot`, ascending by
     /// id: every due subject its view can hold, since a view the sweep
     /// keeps holds nothing beyond it, even where it is rebuilt and culled
     /// instead. `None` where the view must be walked for them.
@@ -296,13 +316,19 @@ impl Sweep {
         let other_step = step.saturating_mul(1415) / 1000 + 1;
         let largest = u32::try_from(step).unwrap_or(u32::MAX);
         let slack = stride(largest, largest).saturating_add(other_step);
-        let reach = r_max.saturating_add(slack);
+        // A view holds subjects as far as its stay distance.
+        let stay_max = r_max.saturating_add(sweep.band);
+        let reach = stay_max.saturating_add(slack);
         // Offsets, now and before, stay below 2^31 raw: 64-bit squares.
         if reach.saturating_add(slack).saturating_add(squares.side()) >= 1 << 31 {
             return false;
         }
         let span = u32::try_from((reach + squares.side() - 1) / squares.side()).unwrap_or(u32::MAX);
         let enter2 = &sweep.enter2;
+        let stay2 = match sweep.band {
+            0 => &sweep.enter2,
+            _ => &sweep.stay2,
+        };
         let mixed = r_min != r_max;
         // Where every entity's view is kept, with one radius, the copy is
         // the viewers'.
@@ -341,7 +367,10 @@ impl Sweep {
                 true => None,
                 false => slots.before.get(a.slot as usize).copied(),
             };
-            let (at, near) = (Some((a.x, a.y)), (viewers, &enter2[..], reach));
+            let (at, near) = (
+                Some((a.x, a.y)),
+                (viewers, (&enter2[..], &stay2[..]), reach),
+            );
             k = around(&mut sweep.room.found, k, near, a.slot, at, before);
         }
         for g in scene.gone {
@@ -349,7 +378,7 @@ impl Sweep {
             k = around(
                 &mut sweep.room.found,
                 k,
-                (viewers, enter2, reach),
+                (viewers, (enter2, stay2), reach),
                 g.slot,
                 None,
                 was,
@@ -363,9 +392,11 @@ impl Sweep {
             viewers,
             others,
             enter2,
+            stay2,
             dims: (cols, rows),
             span,
             radius: r_min,
+            band: sweep.band,
             mixed,
             other_step,
             widths: Widths::new(reach),
@@ -378,7 +409,7 @@ impl Sweep {
         }
         let due = scene.due.and_then(|due| {
             let limit = scene.count / DUE_SHARE;
-            let around = (viewers, &enter2[..], r_max);
+            let around = (viewers, &stay2[..], stay_max);
             due_pairs(&mut sweep.room.found[k..room], around, due, slots, limit)
         });
         sweep.group(k, due);
@@ -407,24 +438,29 @@ impl Sweep {
     fn choose_viewers(&mut self, scene: &Scene<'_>, side: i64, t: u64) -> (u32, i64, i64) {
         let max_view = scene.max_view as usize;
         let slots = scene.slots;
-        let enter2 = &mut self.enter2;
+        let (enter2, stay2) = (&mut self.enter2, &mut self.stay2);
         enter2.fill(NOT_SWEPT);
+        stay2.fill(NOT_SWEPT);
         let (mut swept, mut r_min, mut r_max) = (0u32, i64::MAX, 0i64);
         // As the copy decides who jumped: a jumped observer is rebuilt.
         let stepped = |now: Fix, was: i64| step_within(now.to_bits(), was, side).is_some();
         for &(_, o) in scene.by_id {
             let (e, sight) = (&slots.entities[o as usize], &slots.sights[o as usize]);
-            // No hysteresis, no crowd culled, every subject of interest,
-            // candidates near enough for 64-bit squares, and a step.
+            // No crowd culled, every subject of interest, candidates near
+            // enough for 64-bit squares, and a step.
             let (was_x, was_y) = slots.before[o as usize];
             let keeps = e.alive
                 && slots.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
                 && stepped(e.cur.pos.y, was_y)
-                && sight.plain_disc(scene.common_layers)
+                && sight.whole_disc(scene.common_layers)
                 && scene.views.slots(e.view).len() < max_view;
-            if let (true, Ok(e2)) = (keeps, u64::try_from(sight.enter2())) {
+            let (e2, s2) = (u64::try_from(sight.enter2()), u64::try_from(sight.stay2()));
+            if let (true, Ok(e2), Ok(s2)) = (keeps, e2, s2) {
                 enter2[o as usize] = e2;
+                if let Some(stay) = stay2.get_mut(o as usize) {
+                    *stay = s2;
+                }
                 r_min = r_min.min(sight.radius.to_bits());
                 r_max = r_max.max(sight.radius.to_bits());
                 swept += 1;
@@ -456,23 +492,20 @@ impl Sweep {
             (o.id, o.view)
         };
         let group = self.at[slot as usize] as usize..self.at[slot as usize + 1] as usize;
+        let banded = self.banded();
         let changes = &mut self.room.grouped[group];
-        // Leaves first, then Enters, each ascending by id.
         let ids = &edit.slots.ids;
-        match ids.in_order() {
-            // Slots compare as ids, and the flag sorts Leaves first.
-            true => changes.sort_unstable(),
-            false => changes.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED))),
-        }
-        let leaves = changes.partition_point(|&c| c & ENTERED == 0);
-        let old_len = edit.views.slots(view).len();
-        if old_len - leaves.min(old_len) + (changes.len() - leaves) > edit.max_view as usize {
+        let old = edit.views.slots(view);
+        let (leaves, kept) = order_changes(changes, ids, banded.then_some(old));
+        let old_len = old.len();
+        if old_len - leaves.min(old_len) + (kept - leaves) > edit.max_view as usize {
             // It would be culled: only a rebuild ranks.
             return None;
         }
-        let (gone, came) = changes.split_at(leaves);
-        // The sweep found crossings of `r` by distance alone: the rule
-        // agrees with each (a despawned subject has no zone to ask).
+        let (gone, came) = changes[..kept].split_at(leaves);
+        // The sweep found crossings by distance alone, and the view kept
+        // those that change it: the rule agrees with each (a despawned
+        // subject has no zone to ask).
         #[cfg(debug_assertions)]
         {
             use crate::rule::Zone;
@@ -506,20 +539,57 @@ impl Sweep {
     }
 }
 
+/// Sorts one view's changes as the sweep found them: Leaves first, then
+/// Enters, each ascending by id. With a hysteresis band (`was`: the view
+/// as last tick left it), keeps only those that change the view: a Leave
+/// of a subject it holds, an Enter of one it does not, since a subject
+/// that stood in the band was visible exactly if the view holds it.
+/// Returns how many Leaves and how many changes in all are kept, in front.
+pub(crate) fn order_changes(
+    changes: &mut [u32],
+    ids: &SlotIds,
+    was: Option<&[u32]>,
+) -> (usize, usize) {
+    match ids.in_order() {
+        // Slots compare as ids, and the flag sorts Leaves first.
+        true => changes.sort_unstable(),
+        false => changes.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED))),
+    }
+    let Some(was) = was else {
+        return (
+            changes.partition_point(|&c| c & ENTERED == 0),
+            changes.len(),
+        );
+    };
+    let (mut leaves, mut kept) = (0, 0);
+    for i in 0..changes.len() {
+        let c = changes[i];
+        let enters = c & ENTERED != 0;
+        if ids.search(was, c & !ENTERED).is_ok() != enters {
+            changes[kept] = c;
+            kept += 1;
+            leaves += usize::from(!enters);
+        }
+    }
+    (leaves, kept)
+}
+
 /// What every task of the sweep's pairs reads: the viewers' copy (and
-/// everyone else's, where not every entity is a viewer), their enter
-/// distances², the squares' columns and rows, how many squares away a
-/// pair may be (the reach), the viewers' one radius unless radii differ
+/// everyone else's, where not every entity is a viewer), their enter and
+/// stay distances², the squares' columns and rows, how many squares away
+/// a pair may be (the reach), the viewers' one radius unless radii differ
 /// (the viewers' records then carry their own, see
-/// [`ScanRecord::with_radius`]), the bound on the other end's step, and
-/// the disc of the reach row by row.
+/// [`ScanRecord::with_radius`]), the hysteresis band, the bound on the
+/// other end's step, and the disc of the reach row by row.
 struct Pairs<'a> {
     viewers: Part<'a, ScanRecord>,
     others: Option<Part<'a, ScanRecord>>,
     enter2: &'a [u64],
+    stay2: &'a [u64],
     dims: (u32, u32),
     span: u32,
     radius: i64,
+    band: i64,
     mixed: bool,
     other_step: i64,
     widths: Widths,
@@ -598,9 +668,11 @@ impl Pairs<'_> {
         found: &mut [(u32, u32)],
         band_scratch: &mut [u32],
     ) -> Option<usize> {
-        match self.mixed {
-            true => self.rows_of::<true>(rows, found, band_scratch),
-            false => self.rows_of::<false>(rows, found, band_scratch),
+        match (self.mixed, self.band > 0) {
+            (true, true) => self.rows_of::<true, true>(rows, found, band_scratch),
+            (true, false) => self.rows_of::<true, false>(rows, found, band_scratch),
+            (false, true) => self.rows_of::<false, true>(rows, found, band_scratch),
+            (false, false) => self.rows_of::<false, false>(rows, found, band_scratch),
         }
     }
 
@@ -611,9 +683,11 @@ impl Pairs<'_> {
     /// several, each pair is tested against the bands of its own two ends,
     /// not the one from the least radius to the greatest, which would take
     /// nearly every pair in reach through the second test (and a load of
-    /// the other end's distance² by slot).
+    /// the other end's distance² by slot). With a hysteresis band
+    /// (`BANDED`), a pair can also have crossed a stay distance, so each
+    /// end has a second band around that.
     #[inline(always)]
-    fn rows_of<const MIXED: bool>(
+    fn rows_of<const MIXED: bool, const BANDED: bool>(
         &self,
         rows: core::ops::Range<u32>,
         found: &mut [(u32, u32)],
@@ -640,6 +714,19 @@ impl Pairs<'_> {
                 debug_assert_eq!(Some(ra), r_a.checked_mul(r_a).map(|r2| r2 as u64));
                 let moved = stride(a.dx.unsigned_abs(), a.dy.unsigned_abs()) + self.other_step;
                 let own = band_of(r_a, moved);
+                let own_stay = band_of(r_a + self.band, moved);
+                let sa = if BANDED {
+                    self.stay2[a.slot as usize]
+                } else {
+                    ra
+                };
+                // Whether `d` may have crossed a distance of `a`, or of `b`
+                // (of radius `r_b`).
+                let near_own = |d: u64| within(d, own) | (BANDED && within(d, own_stay));
+                let near_b = |r_b: i64, d: u64| {
+                    within(d, band_of(r_b, moved))
+                        | (BANDED && within(d, band_of(r_b + self.band, moved)))
+                };
                 let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
                 // The squares of row `r` within reach of `a`, in `copy`.
                 let near = |copy: Part<'_, ScanRecord>, r: u32| {
@@ -654,9 +741,9 @@ impl Pairs<'_> {
                 for run in core::iter::once(same_row).chain(below) {
                     n = match MIXED {
                         true => band(band_scratch, n, viewed, run, &a, |b, d| {
-                            within(d, own) | within(d, band_of(b.radius(), moved))
+                            near_own(d) | near_b(b.radius(), d)
                         }),
-                        false => band(band_scratch, n, viewed, run, &a, |_, d| within(d, own)),
+                        false => band(band_scratch, n, viewed, run, &a, |_, d| near_own(d)),
                     };
                 }
                 for &j in &band_scratch[..n] {
@@ -664,19 +751,34 @@ impl Pairs<'_> {
                     let d = distances(&a, (ax, ay), b);
                     let rb = if MIXED { b.radius().pow(2) as u64 } else { ra };
                     debug_assert_eq!(rb, enter2[b.slot as usize]);
-                    k = record(found, k, (a.slot, b.slot), d, ra);
-                    k = record(found, k, (b.slot, a.slot), d, rb);
+                    if BANDED {
+                        let sb = if MIXED {
+                            (b.radius() + self.band).pow(2) as u64
+                        } else {
+                            sa
+                        };
+                        debug_assert_eq!(sb, self.stay2[b.slot as usize]);
+                        k = record_banded(found, k, (a.slot, b.slot), d, (ra, sa));
+                        k = record_banded(found, k, (b.slot, a.slot), d, (rb, sb));
+                    } else {
+                        k = record(found, k, (a.slot, b.slot), d, ra);
+                        k = record(found, k, (b.slot, a.slot), d, rb);
+                    }
                 }
                 // Everyone else around, for this viewer's direction.
                 let Some(others) = self.others else { continue };
                 let other = others.records();
                 let mut n = 0;
                 for run in (top..=bottom).filter_map(|r| near(others, r)) {
-                    n = band(band_scratch, n, other, run, &a, |_, d| within(d, own));
+                    n = band(band_scratch, n, other, run, &a, |_, d| near_own(d));
                 }
                 for &j in &band_scratch[..n] {
                     let d = distances(&a, (ax, ay), &other[j as usize]);
-                    k = record(found, k, (a.slot, other[j as usize].slot), d, ra);
+                    let pair = (a.slot, other[j as usize].slot);
+                    k = match BANDED {
+                        true => record_banded(found, k, pair, d, (ra, sa)),
+                        false => record(found, k, pair, d, ra),
+                    };
                 }
             }
         }
@@ -754,14 +856,14 @@ fn group_by_observer(pairs: &[(u32, u32)], out: &mut [u32], at: &mut [u32], base
 }
 
 /// Records in `found` a pair `(viewer slot, subject)` for every due
-/// subject and every viewer of `near` (the viewers' copy, their enter
-/// distances² and the largest radius) whose enter distance it lies within
-/// now, in ascending order of the subjects' slots. Returns how many, or
+/// subject and every viewer of `near` (the viewers' copy, their stay
+/// distances² and the largest stay distance) whose stay distance it lies
+/// within now, in ascending order of the subjects' slots. Returns how many, or
 /// `None` where more than `limit` subjects are due or their pairs outgrow
 /// `found`.
 fn due_pairs(
     found: &mut [(u32, u32)],
-    (viewers, enter2, r_max): (Part<'_, ScanRecord>, &[u64], i64),
+    (viewers, stay2, stay_max): (Part<'_, ScanRecord>, &[u64], i64),
     due: &SlotBits,
     slots: &SlotTable,
     limit: u32,
@@ -777,10 +879,10 @@ fn due_pairs(
         }
         let pos = slots.entities[s as usize].cur.pos;
         let (x, y) = (pos.x.to_bits(), pos.y.to_bits());
-        for run in viewers.runs(x, y, r_max) {
+        for run in viewers.runs(x, y, stay_max) {
             for v in run {
                 // Within a square of the reach: 64-bit squares.
-                let inside = square(v.x - x, v.y - y) <= enter2[v.slot as usize];
+                let inside = square(v.x - x, v.y - y) <= stay2[v.slot as usize];
                 if let Some(at) = found.get_mut(d) {
                     *at = (v.slot, s);
                 }
@@ -794,12 +896,15 @@ fn due_pairs(
 /// Records the changes that a subject which jumped, spawned or despawned
 /// makes in the views of the swept viewers around where it is (`now`)
 /// and where it was (`was`, both raw): the sweep's pairs never meet it.
-/// `near` is the viewers' copy, their enter distances² by slot, and how far
-/// on each axis a viewer can be from either point; returns the new count.
+/// `near` is the viewers' copy, their enter and stay distances² by slot,
+/// and how far on each axis a viewer can be from either point; returns the
+/// new count. As for the pairs, a subject may enter where it is within the
+/// enter distance and was not, and leave where it is beyond the stay
+/// distance and was within it: the view decides ([`order_changes`]).
 fn around(
     found: &mut [(u32, u32)],
     mut k: usize,
-    (viewers, enter2, reach): (Part<'_, ScanRecord>, &[u64], i64),
+    (viewers, (enter2, stay2), reach): (Part<'_, ScanRecord>, (&[u64], &[u64]), i64),
     subject: u32,
     now: Option<(i64, i64)>,
     was: Option<(i64, i64)>,
@@ -813,13 +918,17 @@ fn around(
             if e2 == NOT_SWEPT {
                 continue;
             }
+            let s2 = u128::from(stay2.get(v.slot as usize).copied().unwrap_or(NOT_SWEPT));
             let e2 = u128::from(e2);
             let (vx, vy) = (v.x - i64::from(v.dx), v.y - i64::from(v.dy));
-            let inside = now.is_some_and(|(x, y)| rule::dist2(x, y, v.x, v.y) <= e2);
-            let was_inside = was.is_some_and(|(x, y)| rule::dist2(x, y, vx, vy) <= e2);
-            if inside != was_inside {
+            let now2 = now.map(|(x, y)| rule::dist2(x, y, v.x, v.y));
+            let was2 = was.map(|(x, y)| rule::dist2(x, y, vx, vy));
+            let within = |d: Option<u128>, limit: u128| d.is_some_and(|d| d <= limit);
+            let entered = within(now2, e2) && !within(was2, e2);
+            let left = !within(now2, s2) && within(was2, s2);
+            if entered || left {
                 if let Some(at) = found.get_mut(k) {
-                    *at = (v.slot, subject | (u32::from(inside) << 31));
+                    *at = (v.slot, subject | (u32::from(entered) << 31));
                 }
                 k += 1;
             }
@@ -853,6 +962,27 @@ fn record(
         *at = (observer, subject | (u32::from(inside) << 31));
     }
     k + usize::from(inside != (was <= enter2))
+}
+
+/// [`record`] with a hysteresis band: the change of `subject` in
+/// `observer`'s view if the pair's distances `(now, was)` crossed
+/// `enter2` inward (it may enter) or `stay2` outward (it may leave). Only
+/// the view knows whether a subject that was in the band was visible, so
+/// each change is checked against it ([`order_changes`]).
+#[inline(always)]
+fn record_banded(
+    found: &mut [(u32, u32)],
+    k: usize,
+    (observer, subject): (u32, u32),
+    (now, was): (u64, u64),
+    (enter2, stay2): (u64, u64),
+) -> usize {
+    let entered = (now <= enter2) & (was > enter2);
+    let left = (now > stay2) & (was <= stay2);
+    if let Some(at) = found.get_mut(k) {
+        *at = (observer, subject | (u32::from(entered) << 31));
+    }
+    k + usize::from(entered | left)
 }
 
 /// `a² + b²` for offsets below `2^31`.

@@ -292,6 +292,32 @@ fn walking_worlds_match_oracle() {
     }
 }
 
+/// The same walks with a hysteresis band: the sweep also finds the pairs
+/// that crossed a stay distance outward, and each view it edits says
+/// whether a subject that stood in the band was visible. Bands narrower
+/// and wider than a tick's steps; the sweep must really have run.
+#[test]
+fn walking_worlds_with_hysteresis_match_oracle() {
+    let mut swept = 0;
+    for (seed, max_view, band) in [(51, 256, 3), (52, 30, 10), (53, 256, 25), (54, 12, 10)] {
+        for (what, s) in [
+            ("walkers", gen::walkers(seed, 40, max_view)),
+            ("settling", gen::walkers_settling(seed, 40, max_view)),
+        ] {
+            let config = Config {
+                hysteresis: Fix::from_num(band),
+                ..s.config
+            };
+            let s = gen::Scenario { config, ..s };
+            let (_, world) = check::world_against_oracle(&s)
+                .unwrap_or_else(|e| panic!("{what}, seed {seed}, band {band}: {e}"));
+            let paths = world.path_counts().expect("debug builds count paths");
+            swept += paths.get(lockgrid_kernel::coverage::Path::SweepSwept);
+        }
+    }
+    assert!(swept > 0, "the sweep never ran with a band");
+}
+
 /// The subject with the largest id (`u64::MAX`) in a view the sweep edits
 /// while slots are out of id order: the merge took its key for "no change
 /// left" and dropped it from the view without a Leave (found by

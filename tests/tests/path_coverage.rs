@@ -176,13 +176,16 @@ fn swept_view_overfills_while_due() -> gen::Scenario {
     gen::Scenario { config, ticks }
 }
 
-/// A dense walk in radius mode with hysteresis (so the sweep cannot run)
-/// where a tenth of the entities never move after the first step: most
-/// subjects change, not quite as many as there are observers, so they
-/// are paired, and their pairs outgrow the room kept for them.
+/// A dense walk in radius mode with hysteresis where a tenth of the
+/// entities never move after the first step: most subjects change, not
+/// quite as many as there are observers, so they are paired, and their
+/// pairs outgrow the room kept for them. Room for more than twice as many
+/// entities as there are observers rules the sweep out (the pairs' room
+/// per entity shrinks as the room grows, so it stays the same).
 fn pairs_overflow() -> gen::Scenario {
     let mut s = gen::dense_walk(37, 6, Visibility::Radius);
     s.config.hysteresis = Fix::from_num(10);
+    s.config.max_entities = 2 * s.config.max_observers + 1;
     for commands in s.ticks.iter_mut().skip(2) {
         commands.retain(|c| c.entity() % 10 != 0);
     }

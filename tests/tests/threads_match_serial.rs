@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use lockgrid_host::threads::Threads;
 use lockgrid_kernel::coverage::Path;
-use lockgrid_kernel::{contract_order, Event, Fork, Visibility, World};
+use lockgrid_kernel::{contract_order, Config, Event, Fix, Fork, Visibility, World};
 use lockgrid_tests::gen;
 
 /// Runs every task, last first, on the calling thread: the tasks' order
@@ -143,6 +143,17 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
             format!("walkers settling {seed}/{max_view}"),
             gen::walkers_settling(seed, 30, max_view),
         ));
+    }
+    // With a hysteresis band: every swept change is checked against the
+    // view it would change, on the tasks' threads too.
+    for (seed, band) in [(46, 10), (47, 25)] {
+        let s = gen::walkers_settling(seed, 30, 256);
+        let config = Config {
+            hysteresis: Fix::from_num(band),
+            ..s.config
+        };
+        let what = format!("walkers settling {seed}, band {band}");
+        all.push((what, gen::Scenario { config, ..s }));
     }
     for seed in [31, 32] {
         all.push((

@@ -46,7 +46,7 @@ use crate::fork::{self, Fork, MAX_WIDTH};
 use crate::plan::{RebuildSource, Updates};
 use crate::scan::Candidates;
 use crate::subject_pairs::{unpack, PairKind};
-use crate::sweep::{merge, ENTERED};
+use crate::sweep::{merge, order_changes, ENTERED};
 use crate::view::OldViews;
 use crate::view_marks::ViewMarks;
 
@@ -434,11 +434,9 @@ impl World {
                 (false, ObserverPath::Swept) => {
                     let c = &mut task.changes[..changes.len()];
                     c.copy_from_slice(changes);
-                    match ids.in_order() {
-                        true => c.sort_unstable(),
-                        false => c.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED))),
-                    }
-                    let leaves = c.partition_point(|&c| c & ENTERED == 0);
+                    let banded = self.sweep.banded().then_some(was);
+                    let (leaves, kept) = order_changes(c, ids, banded);
+                    let c = &c[..kept];
                     // A view that would be culled is rebuilt, here.
                     if len - leaves.min(len) + (c.len() - leaves) > max_view {
                         None
