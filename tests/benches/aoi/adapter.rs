@@ -7,8 +7,9 @@
 //! `(dist², id)`), sorts by id and diffs against the last tick, emitting
 //! Leave then Enter events as the kernel does. Only the neighbour query
 //! differs between peers, and the diff for a peer that brings its own
-//! ([`Peer::diff`]). The workloads' hysteresis is 0, so entering and
-//! staying are one test, `dist² ≤ r²`.
+//! ([`Peer::diff`]). With a hysteresis band `h`, peers are asked for the
+//! disc of the stay distance `r + h`, and the adapter keeps a subject
+//! beyond `r` only if the observer's last view holds it.
 //!
 //! Peers index *seats*, dense from 0: the first entities' ids are their
 //! seats, and a despawn is always followed by the spawn that takes over
@@ -28,7 +29,8 @@ pub struct Seats<'a> {
     pub f: &'a [[f64; 2]],
     /// The same positions in lattice units.
     pub q: &'a [(i64, i64)],
-    /// An observer's view radius in lattice units; `None` for an NPC.
+    /// An observer's stay distance (its view radius and the hysteresis
+    /// band) in lattice units; `None` for an NPC.
     pub sight: &'a [Option<i64>],
 }
 
@@ -114,8 +116,11 @@ pub struct Adapter {
     /// The same positions in world units, exact in `f64`: what peers index.
     f: Vec<[f64; 2]>,
     cell: Vec<(i64, i64)>,
-    /// View radius in lattice units, by seat (`None` for NPCs).
+    /// Stay distance (view radius and `band`) in lattice units, by seat
+    /// (`None` for NPCs).
     sight: Vec<Option<i64>>,
+    /// The hysteresis band in lattice units.
+    band: i64,
     shown: Vec<Shown>,
     /// Observer seats, ascending by id.
     observers: Vec<u32>,
@@ -128,8 +133,9 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    pub fn new(mode: Visibility, max_view: u32) -> Adapter {
+    pub fn new(mode: Visibility, max_view: u32, band: i64) -> Adapter {
         Adapter {
+            band,
             mode,
             max_view: max_view as usize,
             ids: Vec::new(),
@@ -231,7 +237,7 @@ impl Adapter {
                     self.sight[seat as usize] = s.observer.then(|| {
                         let bits = s.radius.to_bits();
                         assert_eq!(bits % (65536 / Q), 0, "radii lie on the lattice");
-                        bits / (65536 / Q)
+                        bits / (65536 / Q) + self.band
                     });
                     (seat, s.pos, s.dir, s.speed)
                 }
@@ -317,6 +323,7 @@ impl Adapter {
             max_candidates,
             ids,
             churned,
+            band,
             ..
         } = self;
         let churned = *churned;
@@ -324,6 +331,12 @@ impl Adapter {
         let dist2 = |a: (i64, i64), b: (i64, i64)| {
             let (dx, dy) = (a.0 - b.0, a.1 - b.1);
             dx * dx + dy * dy
+        };
+        // Until a seat changes hands, seats are ids, and sorting by seat is
+        // sorting by id.
+        let id_at = |seat: u32| match churned {
+            false => seat,
+            true => ids[seat as usize],
         };
         for &o in observers.iter() {
             let oi = o as usize;
@@ -348,22 +361,21 @@ impl Adapter {
                     });
                 }
                 Visibility::Radius => {
-                    // Exact in f64: a lattice radius squared.
-                    let r = sight[oi].expect("observers have a radius") as f64 / Q as f64;
+                    let stay = sight[oi].expect("observers have a radius");
+                    // Exact in f64: a lattice distance squared.
+                    let r = stay as f64 / Q as f64;
+                    let enter2 = (stay - *band).pow(2);
+                    let was = &views[oi];
                     peer.visit_within(o, f[oi], r * r, |s| {
-                        if s != o {
-                            candidates.push((dist2(qo, q[s as usize]), s));
+                        let d = dist2(qo, q[s as usize]);
+                        // In the band, visible exactly if it was.
+                        if s != o && (d <= enter2 || was.binary_search(&id_at(s)).is_ok()) {
+                            candidates.push((d, s));
                         }
                     });
                 }
             }
             *max_candidates = (*max_candidates).max(candidates.len());
-            // Until a seat changes hands, seats are ids, and sorting by
-            // seat is sorting by id.
-            let id_at = |seat: u32| match churned {
-                false => seat,
-                true => ids[seat as usize],
-            };
             if candidates.len() > *max_view {
                 // Crowd culling, as the kernel does: the nearest by (dist², id).
                 if *max_view > 0 {

@@ -29,9 +29,9 @@
 //! to `max_view` by `(dist², id)`) and diffs against the last tick's view,
 //! as for every peer: the crossings here are Enter/Leave of the trigger,
 //! not yet of the view (radius mode filters the square's corners, and a
-//! culled view is not a trigger's set). The workloads' hysteresis is 0;
-//! with a hysteresis the square would be `r + hysteresis` wide and the
-//! adapter's rule would decide the band.
+//! culled view is not a trigger's set). With a hysteresis band, the
+//! radius a trigger is built from is the stay distance `r + hysteresis`
+//! (the adapter's), and the adapter's rule decides the band.
 //!
 //! The first tick builds the lists by sorting and fills every trigger by
 //! one scan of its x strip; later spawns (a seat changing hands under

@@ -68,6 +68,9 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
                skips the dense ones unless named. `mixedP-Nk` named in full runs the
                uniform walk of N thousand with P% staying put (P < 100)
   --mode       only this visibility mode
+  --hysteresis every workload with this hysteresis band in world units (radius mode:
+               enter at r, leave beyond r + band; default 0), for the kernel and the
+               peers alike
   --max-visible  the kernel's bound on the visible pairs of all views together, which
                is what its views reserve: auto (default) is 5/4 of the most the
                workload's views hold at the end of any timed tick, measured in an
@@ -84,6 +87,8 @@ struct Options {
     only: Vec<String>,
     modes: Vec<Visibility>,
     max_visible: MaxVisible,
+    /// Every workload's hysteresis band, in world units.
+    hysteresis: i64,
 }
 
 /// The kernel's `max_visible` in the bench.
@@ -106,6 +111,7 @@ fn options() -> Options {
         only: Vec::new(),
         modes: vec![Visibility::Grid, Visibility::Radius],
         max_visible: MaxVisible::Auto,
+        hysteresis: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -140,6 +146,11 @@ fn options() -> Options {
                     ),
                     None => die("--max-visible takes auto, none or a number"),
                 }
+            }
+            "--hysteresis" => {
+                let v = args.next().and_then(|v| v.parse().ok()).filter(|&h| h >= 0);
+                o.hysteresis =
+                    v.unwrap_or_else(|| die("--hysteresis needs a number of at least 0"));
             }
             "--mode" => {
                 o.modes = match args.next().as_deref() {
@@ -300,6 +311,9 @@ fn main() {
                 specs.extend(Spec::named(name));
             }
         }
+    }
+    for spec in &mut specs {
+        spec.hysteresis = opts.hysteresis;
     }
     println!("# lockgrid AOI benchmark\n");
     println!(
@@ -600,7 +614,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let _ = writeln!(
         out,
         "N = {} ({} observers), world {} × {} units ({} × {} cells of 100), {radius}, \
-         hysteresis 0, max_view {max_view}. Ticks: {} checked against the kernel, then per \
+         hysteresis {}, max_view {max_view}. Ticks: {} checked against the kernel, then per \
          contender {} warm-up and {} timed (brute force: at most {}). Visible pairs at the \
          last tick: {} ({:.1} per observer).",
         spec.n,
@@ -609,6 +623,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         spec.side,
         cells,
         cells,
+        spec.hysteresis,
         p.verify,
         p.warm,
         p.timed,
@@ -865,7 +880,7 @@ fn peer_entry<P: Peer + 'static>(
 ) -> Result<Entry, String> {
     verify(spec, mode, p.verify, make())?;
     Ok(Entry::new(p.timed, || Peered {
-        adapter: Adapter::new(mode, spec.max_view(mode)),
+        adapter: Adapter::new(mode, spec.max_view(mode), spec.band_q()),
         peer: make(),
         max_candidates: 0,
     }))
@@ -899,7 +914,7 @@ fn peak_visible(spec: &Spec, mode: Visibility, ticks: u64) -> u64 {
 /// every observer's visible set and the tick's Enter/Leave counts.
 fn verify<P: Peer>(spec: &Spec, mode: Visibility, ticks: u64, mut peer: P) -> Result<(), String> {
     let mut world = World::new(spec.config(mode, true)).expect("workload configs are valid");
-    let mut adapter = Adapter::new(mode, spec.max_view(mode));
+    let mut adapter = Adapter::new(mode, spec.max_view(mode), spec.band_q());
     let mut stream = Stream::new(spec);
     let mut commands = Vec::new();
     for tick in 1..=ticks {

@@ -137,6 +137,9 @@ pub struct Spec {
     pub seed: u64,
     /// The kernel's bound on the visible pairs of all views together.
     pub max_visible: Option<u32>,
+    /// The hysteresis band in world units (radius mode): a subject enters
+    /// at `r` and leaves beyond `r + hysteresis`.
+    pub hysteresis: i64,
 }
 
 impl Spec {
@@ -194,6 +197,7 @@ impl Spec {
             side,
             seed: 0x6c67_6272_6964 ^ u64::from(n) ^ (kind.code() << 40),
             max_visible: None,
+            hysteresis: 0,
         }
     }
 
@@ -257,6 +261,11 @@ impl Spec {
         }
     }
 
+    /// The hysteresis band in lattice units.
+    pub fn band_q(&self) -> i64 {
+        self.hysteresis * Q
+    }
+
     /// The kernel config for this workload. `rare_updates` sets the throttle
     /// so that (almost) no Update is ever due: the kernel then does the same
     /// work as the peers, visible sets plus Enter/Leave.
@@ -267,7 +276,7 @@ impl Spec {
             width_cells: self.cells(),
             height_cells: self.cells(),
             visibility: mode,
-            hysteresis: Fix::ZERO,
+            hysteresis: fix_of_q(self.band_q()),
             max_entities: self.n,
             max_observers: self.observers(),
             max_view: self.max_view(mode),
