@@ -564,8 +564,12 @@ pub(crate) fn order_changes(
     let (mut leaves, mut kept) = (0, 0);
     for i in 0..changes.len() {
         let c = changes[i];
-        let enters = c & ENTERED != 0;
-        if ids.search(was, c & !ENTERED).is_ok() != enters {
+        let (s, enters) = (c & !ENTERED, c & ENTERED != 0);
+        // By id, then by slot: an entity that despawned and came back in
+        // this tick under the same id, in another slot, is not the one the
+        // view holds.
+        let held = matches!(ids.search(was, s), Ok(at) if was[at] == s);
+        if held != enters {
             changes[kept] = c;
             kept += 1;
             leaves += usize::from(!enters);

@@ -318,6 +318,31 @@ fn walking_worlds_with_hysteresis_match_oracle() {
     assert!(swept > 0, "the sweep never ran with a band");
 }
 
+/// A subject that despawns and comes back under the same id, in another
+/// slot, in a tick the sweep keeps views with a hysteresis band: the views
+/// that held it must see it leave and enter again, though both of its
+/// slots carry its id (the view's check by id alone took the newcomer for
+/// the one it held, and dropped its Enter).
+#[test]
+fn a_subject_back_under_its_id_reenters_swept_views_with_a_band() {
+    let mut s = gen::walkers_settling(71, 30, 256);
+    s.config.hysteresis = Fix::from_num(10);
+    for tick in [8, 16, 24] {
+        let commands = &mut s.ticks[tick];
+        let Some(at) = commands.iter().position(|c| matches!(c, Command::Move(_))) else {
+            continue;
+        };
+        let Command::Move(m) = commands[at] else {
+            continue;
+        };
+        let back = Command::Spawn(Spawn::npc(m.id, m.pos));
+        commands.splice(at..=at, [Command::Despawn { id: m.id }, back]);
+    }
+    let (_, world) = check::world_against_oracle(&s).unwrap_or_else(|e| panic!("{e}"));
+    let paths = world.path_counts().expect("debug builds count paths");
+    assert!(paths.get(lockgrid_kernel::coverage::Path::SweepSwept) > 0);
+}
+
 /// The subject with the largest id (`u64::MAX`) in a view the sweep edits
 /// while slots are out of id order: the merge took its key for "no change
 /// left" and dropped it from the view without a Leave (found by
