@@ -179,6 +179,7 @@ mod fork;
 mod grid;
 mod id_index;
 pub mod jsonl;
+mod layers;
 mod margin;
 mod permutation;
 pub mod plan;

@@ -23,6 +23,7 @@ use crate::digest::{
     MOTION_WORDS,
 };
 use crate::fixed_point::{len2_raw, Dir, Fix, Pos};
+use crate::layers::LayerSummary;
 use crate::permutation::Permutation;
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
@@ -145,16 +146,16 @@ impl Sight {
 
     /// Whether a radius-mode view is exactly every subject within `r`:
     /// no hysteresis band, and [`Sight::whole_disc`].
-    pub(crate) fn plain_disc(&self, common_layers: u32) -> bool {
+    pub(crate) fn plain_disc(&self, layers: &LayerSummary) -> bool {
         let same = !self.disc || self.stay.unsigned_abs() == self.radius.to_bits().unsigned_abs();
-        same && self.whole_disc(common_layers)
+        same && self.whole_disc(layers)
     }
 
     /// Whether every subject near enough counts by its distance alone:
-    /// candidates near enough for 64-bit squares, and every layer in the
-    /// world (`common_layers`) of interest.
-    pub(crate) fn whole_disc(&self, common_layers: u32) -> bool {
-        self.near && self.interest & common_layers != 0
+    /// candidates near enough for 64-bit squares, and every live entity
+    /// (`layers`) of interest.
+    pub(crate) fn whole_disc(&self, layers: &LayerSummary) -> bool {
+        self.near && layers.all_of_interest(self.interest)
     }
 }
 

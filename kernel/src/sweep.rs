@@ -54,6 +54,7 @@ use crate::emit::{send_enter, send_leave};
 use crate::event::EventSink;
 use crate::fixed_point::Fix;
 use crate::fork::{self, Fork, MAX_WIDTH};
+use crate::layers::LayerSummary;
 use crate::plan;
 use crate::rule;
 #[cfg(debug_assertions)]
@@ -213,8 +214,8 @@ pub(crate) struct Scene<'a> {
     pub(crate) by_id: &'a [(EntityId, u32)],
     /// The subjects despawned this tick.
     pub(crate) gone: &'a [Gone],
-    /// Layer bits every live entity has.
-    pub(crate) common_layers: u32,
+    /// The live entities' layers.
+    pub(crate) layers: LayerSummary,
     pub(crate) max_view: u32,
     /// Live entities.
     pub(crate) count: u32,
@@ -453,7 +454,7 @@ impl Sweep {
                 && slots.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
                 && stepped(e.cur.pos.y, was_y)
-                && sight.whole_disc(scene.common_layers)
+                && sight.whole_disc(&scene.layers)
                 && scene.views.slots(e.view).len() < max_view;
             let (e2, s2) = (u64::try_from(sight.enter2()), u64::try_from(sight.stay2()));
             if let (true, Ok(e2), Ok(s2)) = (keeps, e2, s2) {

@@ -19,6 +19,7 @@ use crate::fixed_point::{Dir, Fix, Pos};
 use crate::fork::{Fork, Serial};
 use crate::grid::{CellRect, Grid};
 use crate::id_index::IdIndex;
+use crate::layers::LayerSummary;
 use crate::margin::{Listed, Margins};
 use crate::plan::{
     self, PairSource, Pairing, PairingCounts, RebuildSource, Refresh, RefreshCounts, SweepOutcome,
@@ -322,10 +323,8 @@ pub struct World {
     full_cells: SlotBits,
     /// The rebuilding observer's old view (same incarnation only) and new view.
     marks: ViewMarks,
-    /// Layer bits every live entity has (all of them while none lives).
-    /// Spawns narrow it; despawns leave it as it is until slots are next
-    /// renumbered, which only makes it claim less than it could.
-    common_layers: u32,
+    /// The live entities' layers (see `layers.rs`).
+    layers: LayerSummary,
     /// Some view was cut below `max_view` to the room `max_visible` left
     /// it, in the last tick: the next one rebuilds every view, since the
     /// fast paths take a view below `max_view` to hold every candidate.
@@ -465,7 +464,7 @@ impl World {
                 Visibility::Radius => 0,
             }),
             marks: ViewMarks::new(slots),
-            common_layers: u32::MAX,
+            layers: LayerSummary::NONE,
             capped: false,
             recheck: false,
             #[cfg(any(debug_assertions, feature = "path-coverage"))]
@@ -1091,7 +1090,7 @@ impl World {
         self.slots.occupy(slot, entity, sight, t);
         self.index.insert(slot, &self.slots.ids);
         self.grid.insert(cell, slot, s.observer, s.pos, s.layers);
-        self.common_layers &= s.layers;
+        self.layers.add(s.layers);
         self.count += 1;
         if s.observer {
             if self.by_id.len() == self.by_id.capacity() {
@@ -1432,7 +1431,7 @@ impl World {
                 views: &self.views,
                 by_id: &self.by_id,
                 gone: &self.gone,
-                common_layers: self.common_layers,
+                layers: self.layers,
                 max_view: self.config.max_view,
                 count: self.count,
                 due: self.any_due.then_some(&self.due),
@@ -1672,8 +1671,8 @@ impl World {
             // Only the loops for grid mode and for radius mode without
             // hysteresis (the common cases) leave the two tests out.
             everyone: match self.config.visibility {
-                Visibility::Grid => sight.interest & self.common_layers != 0,
-                Visibility::Radius => sight.plain_disc(self.common_layers),
+                Visibility::Grid => self.layers.all_of_interest(sight.interest),
+                Visibility::Radius => sight.plain_disc(&self.layers),
             },
         };
         Rebuild {

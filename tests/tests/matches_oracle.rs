@@ -343,6 +343,46 @@ fn a_subject_back_under_its_id_reenters_swept_views_with_a_band() {
     assert!(paths.get(lockgrid_kernel::coverage::Path::SweepSwept) > 0);
 }
 
+/// Worlds whose entities share no layer, seen by observers interested in
+/// every layer any of them has: views are still every subject around, so
+/// the sweep keeps them and rebuilds skip the interest test. Then the
+/// same with one entity in no layer, which no one may see.
+#[test]
+fn entities_in_layers_of_their_own_match_oracle() {
+    let own_layers = |mut s: gen::Scenario, layerless: Option<u64>| {
+        for command in s.ticks.iter_mut().flatten() {
+            if let Command::Spawn(spawn) = command {
+                // The walkers' 0b11 become 0b10: no bit left in common.
+                spawn.layers = match spawn.layers {
+                    0b11 => 0b10,
+                    _ if spawn.id % 3 == 0 => 0b10,
+                    other => other,
+                };
+                if Some(spawn.id) == layerless {
+                    spawn.layers = 0;
+                }
+            }
+        }
+        s
+    };
+    let mut swept = 0;
+    for layerless in [None, Some(7)] {
+        for (seed, band) in [(61, 0), (62, 10)] {
+            let mut s = own_layers(gen::walkers_settling(seed, 30, 256), layerless);
+            s.config.hysteresis = Fix::from_num(band);
+            let (_, world) = check::world_against_oracle(&s)
+                .unwrap_or_else(|e| panic!("walkers {seed}, band {band}, {layerless:?}: {e}"));
+            let paths = world.path_counts().expect("debug builds count paths");
+            swept += paths.get(lockgrid_kernel::coverage::Path::SweepSwept);
+        }
+        for visibility in [Visibility::Grid, Visibility::Radius] {
+            let s = own_layers(gen::dense_walk(63, 6, visibility), layerless);
+            agrees(&s, format_args!("dense walk {visibility:?}, {layerless:?}"));
+        }
+    }
+    assert!(swept > 0, "the sweep never ran");
+}
+
 /// The subject with the largest id (`u64::MAX`) in a view the sweep edits
 /// while slots are out of id order: the merge took its key for "no change
 /// left" and dropped it from the view without a Leave (found by

@@ -6,6 +6,7 @@ use super::World;
 use crate::command::EntityId;
 use crate::grid::Grid;
 use crate::id_index::IdIndex;
+use crate::layers::LayerSummary;
 use crate::margin::Margins;
 use crate::permutation::Permutation;
 use crate::slot_bits::SlotBits;
@@ -66,7 +67,7 @@ pub(super) struct Renumbered<'a> {
     pub(super) pending: &'a mut [u32],
     pub(super) last_slot: &'a mut u32,
     pub(super) observer_slots: &'a mut SlotBits,
-    pub(super) common_layers: &'a mut u32,
+    pub(super) layers: &'a mut LayerSummary,
     /// Kept by view.
     pub(super) views: &'a mut Views,
     pub(super) margins: &'a mut Margins,
@@ -98,7 +99,7 @@ pub(super) fn renumber(r: Renumbered<'_>) {
         pending,
         last_slot,
         observer_slots,
-        common_layers,
+        layers,
         views,
         margins,
         cutoffs,
@@ -133,9 +134,7 @@ pub(super) fn renumber(r: Renumbered<'_>) {
     }
     *last_slot = r.to(*last_slot);
     // Live entities now hold 0..count: forget the layers of the departed.
-    *common_layers = slots.shown[..count as usize]
-        .iter()
-        .fold(u32::MAX, |all, s| all & s.layers);
+    *layers = LayerSummary::of(slots.shown[..count as usize].iter().map(|s| s.layers));
     observer_slots.clear_all();
     for &(_, slot) in by_id.iter() {
         observer_slots.set(slot);
@@ -181,7 +180,7 @@ impl World {
             pending: &mut self.pending,
             last_slot: &mut self.last_slot,
             observer_slots: &mut self.observer_slots,
-            common_layers: &mut self.common_layers,
+            layers: &mut self.layers,
             views: &mut self.views,
             margins: &mut self.margins,
             cutoffs: &mut self.cutoffs,
