@@ -68,6 +68,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
                skips the dense ones unless named. `mixedP-Nk` named in full runs the
                uniform walk of N thousand with P% staying put (P < 100)
   --mode       only this visibility mode
+  --layers     spread the entities over this many layers (1 to 32; default 1), observers
+               interested in all of them: the same views, without a layer all share
   --hysteresis every workload with this hysteresis band in world units (radius mode:
                enter at r, leave beyond r + band; default 0), for the kernel and the
                peers alike
@@ -89,6 +91,8 @@ struct Options {
     max_visible: MaxVisible,
     /// Every workload's hysteresis band, in world units.
     hysteresis: i64,
+    /// How many layers every workload's entities are spread over.
+    layers: u32,
 }
 
 /// The kernel's `max_visible` in the bench.
@@ -112,6 +116,7 @@ fn options() -> Options {
         modes: vec![Visibility::Grid, Visibility::Radius],
         max_visible: MaxVisible::Auto,
         hysteresis: 0,
+        layers: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -151,6 +156,11 @@ fn options() -> Options {
                 let v = args.next().and_then(|v| v.parse().ok()).filter(|&h| h >= 0);
                 o.hysteresis =
                     v.unwrap_or_else(|| die("--hysteresis needs a number of at least 0"));
+            }
+            "--layers" => {
+                let v = args.next().and_then(|v| v.parse().ok());
+                let v = v.filter(|k| (1..=32).contains(k));
+                o.layers = v.unwrap_or_else(|| die("--layers needs a number from 1 to 32"));
             }
             "--mode" => {
                 o.modes = match args.next().as_deref() {
@@ -314,6 +324,7 @@ fn main() {
     }
     for spec in &mut specs {
         spec.hysteresis = opts.hysteresis;
+        spec.layers = opts.layers;
     }
     println!("# lockgrid AOI benchmark\n");
     println!(
@@ -614,7 +625,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let _ = writeln!(
         out,
         "N = {} ({} observers), world {} × {} units ({} × {} cells of 100), {radius}, \
-         hysteresis {}, max_view {max_view}. Ticks: {} checked against the kernel, then per \
+         hysteresis {}, entities in {} layer(s), max_view {max_view}. Ticks: {} checked against the kernel, then per \
          contender {} warm-up and {} timed (brute force: at most {}). Visible pairs at the \
          last tick: {} ({:.1} per observer).",
         spec.n,
@@ -624,6 +635,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         cells,
         cells,
         spec.hysteresis,
+        spec.layers,
         p.verify,
         p.warm,
         p.timed,

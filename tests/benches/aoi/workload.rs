@@ -140,6 +140,10 @@ pub struct Spec {
     /// The hysteresis band in world units (radius mode): a subject enters
     /// at `r` and leaves beyond `r + hysteresis`.
     pub hysteresis: i64,
+    /// How many layers the entities are spread over, seat `i` in layer
+    /// `i % layers` alone; observers are interested in every layer, so
+    /// who sees whom is the same for any count.
+    pub layers: u32,
 }
 
 impl Spec {
@@ -198,6 +202,7 @@ impl Spec {
             seed: 0x6c67_6272_6964 ^ u64::from(n) ^ (kind.code() << 40),
             max_visible: None,
             hysteresis: 0,
+            layers: 1,
         }
     }
 
@@ -425,9 +430,13 @@ impl Stream {
     /// The spawn of seat `i`'s entity where the seat is.
     fn spawn(&self, i: u32) -> Spawn {
         let (id, at) = (self.ids[i as usize], pos_of(self.pos[i as usize]));
-        match self.spec.is_observer(i) {
+        let spawn = match self.spec.is_observer(i) {
             true => Spawn::observer(id, at, fix_of_q(self.radius[i as usize] * Q)),
             false => Spawn::npc(id, at),
+        };
+        Spawn {
+            layers: 1 << (i % self.spec.layers.clamp(1, 32)),
+            ..spawn
         }
     }
 }
