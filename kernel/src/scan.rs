@@ -32,9 +32,10 @@ pub(crate) struct ScanRecord {
 
 impl ScanRecord {
     /// This record with `layers` holding the radius `r` (raw, below
-    /// `2^31`) instead: in the sweep's copy of the viewers, whose views
-    /// take every layer in the world, layers are never read, and a pair's
-    /// test reads both radii from the records it already holds.
+    /// `2^31`) instead: the sweep's pairs are found by distance alone
+    /// (a view drops the subjects of no interest from its changes), so
+    /// its copy of the viewers never reads layers, and a pair's test reads
+    /// both radii from the records it already holds.
     #[inline(always)]
     pub(crate) fn with_radius(self, r: u32) -> ScanRecord {
         ScanRecord { layers: r, ..self }

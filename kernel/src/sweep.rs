@@ -62,7 +62,7 @@ use crate::rule::RuleTables;
 use crate::scan::{Candidates, ScanRecord};
 use crate::slot_bits::SlotBits;
 use crate::slot_ids::SlotIds;
-use crate::slot_table::{Gone, SlotTable};
+use crate::slot_table::{Gone, Shown, SlotTable};
 use crate::squares::{step_within, PackedSquares, Part, Widths, JUMPED};
 use crate::subject_pairs::PairRoom;
 use crate::view::Views;
@@ -101,6 +101,9 @@ pub(crate) struct Sweep {
     stay2: Vec<u64>,
     /// The hysteresis band's width, raw; 0 for none.
     band: i64,
+    /// The observers whose views the sweep keeps this tick though their
+    /// interest may leave some subject out (see [`Check`]).
+    partial: SlotBits,
     /// Borrowed from the tick's pairs while the sweep runs, else empty:
     /// `found` holds `(observer slot, subject slot | ENTERED)` as found,
     /// and `grouped` the same subjects grouped by observer,
@@ -145,6 +148,7 @@ impl Sweep {
             enter2: vec![NOT_SWEPT; n],
             stay2: vec![NOT_SWEPT; if band > 0 { n } else { 0 }],
             band,
+            partial: SlotBits::new(n as u32),
             room: PairRoom::default(),
             at: vec![0; n + 1],
             due_at: vec![0; n + 1],
@@ -258,10 +262,25 @@ impl Sweep {
             .unwrap_or(&[])
     }
 
-    /// Whether views have a hysteresis band, so that a change the sweep
-    /// found may change nothing ([`order_changes`]).
-    pub(crate) fn banded(&self) -> bool {
-        self.band > 0
+    /// What the changes found for the view of the observer at `slot`
+    /// are checked against ([`order_changes`]); `was` is its view as last
+    /// tick left it.
+    pub(crate) fn check_of<'a>(
+        &self,
+        slot: u32,
+        slots: &'a SlotTable,
+        was: &'a [u32],
+    ) -> Check<'a> {
+        // A bit marks them, not a read of every observer's sight.
+        let interest = self.partial.get(slot).then(|| {
+            let interest = slots.sights[slot as usize].interest;
+            (interest, &slots.shown[..])
+        });
+        Check {
+            was,
+            banded: self.band > 0,
+            interest,
+        }
     }
 
     /// Whether this tick's due subjects are grouped by viewer.
@@ -439,22 +458,24 @@ impl Sweep {
     fn choose_viewers(&mut self, scene: &Scene<'_>, side: i64, t: u64) -> (u32, i64, i64) {
         let max_view = scene.max_view as usize;
         let slots = scene.slots;
-        let (enter2, stay2) = (&mut self.enter2, &mut self.stay2);
+        let (enter2, stay2, partial) = (&mut self.enter2, &mut self.stay2, &mut self.partial);
         enter2.fill(NOT_SWEPT);
         stay2.fill(NOT_SWEPT);
+        partial.clear_all();
         let (mut swept, mut r_min, mut r_max) = (0u32, i64::MAX, 0i64);
         // As the copy decides who jumped: a jumped observer is rebuilt.
         let stepped = |now: Fix, was: i64| step_within(now.to_bits(), was, side).is_some();
         for &(_, o) in scene.by_id {
             let (e, sight) = (&slots.entities[o as usize], &slots.sights[o as usize]);
-            // No crowd culled, every subject of interest, candidates near
-            // enough for 64-bit squares, and a step.
+            // No crowd culled, candidates near enough for 64-bit squares,
+            // and a step. (Subjects of no interest are dropped from the
+            // changes of the views they would enter: `order_changes`.)
             let (was_x, was_y) = slots.before[o as usize];
             let keeps = e.alive
                 && slots.born[o as usize] != t
                 && stepped(e.cur.pos.x, was_x)
                 && stepped(e.cur.pos.y, was_y)
-                && sight.whole_disc(&scene.layers)
+                && sight.near
                 && scene.views.slots(e.view).len() < max_view;
             let (e2, s2) = (u64::try_from(sight.enter2()), u64::try_from(sight.stay2()));
             if let (true, Ok(e2), Ok(s2)) = (keeps, e2, s2) {
@@ -462,6 +483,7 @@ impl Sweep {
                 if let Some(stay) = stay2.get_mut(o as usize) {
                     *stay = s2;
                 }
+                partial.set_if(o, !scene.layers.all_of_interest(sight.interest));
                 r_min = r_min.min(sight.radius.to_bits());
                 r_max = r_max.max(sight.radius.to_bits());
                 swept += 1;
@@ -493,11 +515,11 @@ impl Sweep {
             (o.id, o.view)
         };
         let group = self.at[slot as usize] as usize..self.at[slot as usize + 1] as usize;
-        let banded = self.banded();
+        let old = edit.views.slots(view);
+        let check = self.check_of(slot, edit.slots, old);
         let changes = &mut self.room.grouped[group];
         let ids = &edit.slots.ids;
-        let old = edit.views.slots(view);
-        let (leaves, kept) = order_changes(changes, ids, banded.then_some(old));
+        let (leaves, kept) = order_changes(changes, ids, check);
         let old_len = old.len();
         if old_len - leaves.min(old_len) + (kept - leaves) > edit.max_view as usize {
             // It would be culled: only a rebuild ranks.
@@ -540,28 +562,43 @@ impl Sweep {
     }
 }
 
+/// What the changes the sweep found for one view are checked against.
+pub(crate) struct Check<'a> {
+    /// The view as last tick left it.
+    was: &'a [u32],
+    /// Whether views have a hysteresis band: a subject that stood in the
+    /// band was visible exactly if the view holds it, so a crossing may
+    /// change nothing.
+    banded: bool,
+    /// Where the observer's interest leaves some subject out: the
+    /// interest, and every slot's layers. The sweep finds crossings by
+    /// distance alone.
+    interest: Option<(u32, &'a [Shown])>,
+}
+
 /// Sorts one view's changes as the sweep found them: Leaves first, then
-/// Enters, each ascending by id. With a hysteresis band (`was`: the view
-/// as last tick left it), keeps only those that change the view: a Leave
-/// of a subject it holds, an Enter of one it does not, since a subject
-/// that stood in the band was visible exactly if the view holds it.
-/// Returns how many Leaves and how many changes in all are kept, in front.
+/// Enters, each ascending by id, and keeps only those that change the
+/// view (see [`Check`]): a Leave of a subject it holds, an Enter of one of
+/// interest that it does not hold. Without a band or an interest that
+/// leaves some subject out, every change does. Returns how many Leaves and
+/// how many changes in all are kept, in front.
 pub(crate) fn order_changes(
     changes: &mut [u32],
     ids: &SlotIds,
-    was: Option<&[u32]>,
+    check: Check<'_>,
 ) -> (usize, usize) {
     match ids.in_order() {
         // Slots compare as ids, and the flag sorts Leaves first.
         true => changes.sort_unstable(),
         false => changes.sort_unstable_by_key(|&c| (c & ENTERED, ids.key(c & !ENTERED))),
     }
-    let Some(was) = was else {
+    if !check.banded && check.interest.is_none() {
         return (
             changes.partition_point(|&c| c & ENTERED == 0),
             changes.len(),
         );
-    };
+    }
+    let was = check.was;
     let (mut leaves, mut kept) = (0, 0);
     for i in 0..changes.len() {
         let c = changes[i];
@@ -569,8 +606,17 @@ pub(crate) fn order_changes(
         // By id, then by slot: an entity that despawned and came back in
         // this tick under the same id, in another slot, is not the one the
         // view holds.
-        let held = matches!(ids.search(was, s), Ok(at) if was[at] == s);
-        if held != enters {
+        let held = || matches!(ids.search(was, s), Ok(at) if was[at] == s);
+        let changes_view = match enters {
+            true => {
+                let seen = check
+                    .interest
+                    .is_none_or(|(interest, shown)| shown[s as usize].layers & interest != 0);
+                seen && !(check.banded && held())
+            }
+            false => held(),
+        };
+        if changes_view {
             changes[kept] = c;
             kept += 1;
             leaves += usize::from(!enters);

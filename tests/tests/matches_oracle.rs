@@ -383,6 +383,30 @@ fn entities_in_layers_of_their_own_match_oracle() {
     assert!(swept > 0, "the sweep never ran");
 }
 
+/// Walks where every observer's interest leaves out a layer a quarter of
+/// the entities are in (hidden, say): the sweep finds crossings by
+/// distance alone, and each view drops the subjects of no interest from
+/// its changes. With and without a band.
+#[test]
+fn observers_blind_to_a_layer_match_oracle() {
+    let mut swept = 0;
+    for (seed, band) in [(81, 0), (82, 10)] {
+        let mut s = gen::walkers_settling(seed, 30, 256);
+        s.config.hysteresis = Fix::from_num(band);
+        for command in s.ticks.iter_mut().flatten() {
+            if let Command::Spawn(spawn) = command {
+                spawn.layers = if spawn.id % 4 == 0 { 0b10 } else { 0b01 };
+                spawn.interest = 0b01;
+            }
+        }
+        let (_, world) = check::world_against_oracle(&s)
+            .unwrap_or_else(|e| panic!("seed {seed}, band {band}: {e}"));
+        let paths = world.path_counts().expect("debug builds count paths");
+        swept += paths.get(lockgrid_kernel::coverage::Path::SweepSwept);
+    }
+    assert!(swept > 0, "the sweep never ran");
+}
+
 /// The subject with the largest id (`u64::MAX`) in a view the sweep edits
 /// while slots are out of id order: the merge took its key for "no change
 /// left" and dropped it from the view without a Leave (found by

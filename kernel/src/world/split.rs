@@ -434,8 +434,8 @@ impl World {
                 (false, ObserverPath::Swept) => {
                     let c = &mut task.changes[..changes.len()];
                     c.copy_from_slice(changes);
-                    let banded = self.sweep.banded().then_some(was);
-                    let (leaves, kept) = order_changes(c, ids, banded);
+                    let check = self.sweep.check_of(slot, &self.slots, was);
+                    let (leaves, kept) = order_changes(c, ids, check);
                     let c = &c[..kept];
                     // A view that would be culled is rebuilt, here.
                     if len - leaves.min(len) + (c.len() - leaves) > max_view {
