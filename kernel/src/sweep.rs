@@ -489,6 +489,21 @@ impl Sweep {
                 swept += 1;
             }
         }
+        // Where radii differ, every viewer's pair search reaches as far as
+        // the largest radius, and a view blind to some layer pays for the
+        // pairs it then drops: rebuilt, it scans only its own disc and
+        // keeps less (radius-mix-10k with a hidden quarter of the entities
+        // ran 15% slower swept). The bounds stay those of all of them.
+        if r_min != r_max {
+            for o in partial.ones() {
+                enter2[o as usize] = NOT_SWEPT;
+                if let Some(stay) = stay2.get_mut(o as usize) {
+                    *stay = NOT_SWEPT;
+                }
+                swept -= 1;
+            }
+            partial.clear_all();
+        }
         (swept, r_min, r_max)
     }
 
@@ -579,7 +594,8 @@ pub(crate) struct Check<'a> {
 /// Sorts one view's changes as the sweep found them: Leaves first, then
 /// Enters, each ascending by id, and keeps only those that change the
 /// view (see [`Check`]): a Leave of a subject it holds, an Enter of one of
-/// interest that it does not hold. Without a band or an interest that
+/// interest that it does not hold (without a band, a view holds exactly
+/// the subjects of interest within `r`, so both come down to interest). Without a band or an interest that
 /// leaves some subject out, every change does. Returns how many Leaves and
 /// how many changes in all are kept, in front.
 pub(crate) fn order_changes(
@@ -607,14 +623,18 @@ pub(crate) fn order_changes(
         // this tick under the same id, in another slot, is not the one the
         // view holds.
         let held = || matches!(ids.search(was, s), Ok(at) if was[at] == s);
-        let changes_view = match enters {
-            true => {
-                let seen = check
-                    .interest
-                    .is_none_or(|(interest, shown)| shown[s as usize].layers & interest != 0);
-                seen && !(check.banded && held())
-            }
-            false => held(),
+        // A despawned subject's slot still shows its layers.
+        let seen = || {
+            check
+                .interest
+                .is_none_or(|(interest, shown)| shown[s as usize].layers & interest != 0)
+        };
+        let changes_view = match (enters, check.banded) {
+            (true, true) => seen() && !held(),
+            // Without a band the view held exactly the subjects of
+            // interest within `r`: no look-up.
+            (_, false) => seen(),
+            (false, true) => held(),
         };
         if changes_view {
             changes[kept] = c;

@@ -386,17 +386,21 @@ fn entities_in_layers_of_their_own_match_oracle() {
 /// Walks where every observer's interest leaves out a layer a quarter of
 /// the entities are in (hidden, say): the sweep finds crossings by
 /// distance alone, and each view drops the subjects of no interest from
-/// its changes. With and without a band.
+/// its changes. With and without a band, with one radius (where radii
+/// differ, such views are rebuilt instead: the walkers' own radii).
 #[test]
 fn observers_blind_to_a_layer_match_oracle() {
     let mut swept = 0;
-    for (seed, band) in [(81, 0), (82, 10)] {
+    for (seed, band, one_radius) in [(81, 0, true), (82, 10, true), (83, 0, false)] {
         let mut s = gen::walkers_settling(seed, 30, 256);
         s.config.hysteresis = Fix::from_num(band);
         for command in s.ticks.iter_mut().flatten() {
             if let Command::Spawn(spawn) = command {
                 spawn.layers = if spawn.id % 4 == 0 { 0b10 } else { 0b01 };
                 spawn.interest = 0b01;
+                if one_radius {
+                    spawn.radius = Fix::from_num(100);
+                }
             }
         }
         let (_, world) = check::world_against_oracle(&s)
