@@ -9,7 +9,9 @@
 //! differs between peers, and the diff for a peer that brings its own
 //! ([`Peer::diff`]). With a hysteresis band `h`, peers are asked for the
 //! disc of the stay distance `r + h`, and the adapter keeps a subject
-//! beyond `r` only if the observer's last view holds it.
+//! beyond `r` only if the observer's last view holds it. Where some
+//! observer's interest leaves a layer out, candidates of no interest are
+//! dropped before culling.
 //!
 //! Peers index *seats*, dense from 0: the first entities' ids are their
 //! seats, and a despawn is always followed by the spawn that takes over
@@ -121,6 +123,11 @@ pub struct Adapter {
     sight: Vec<Option<i64>>,
     /// The hysteresis band in lattice units.
     band: i64,
+    /// Each observer's interest, by seat (`u32::MAX` for NPCs).
+    interest: Vec<u32>,
+    /// Whether some observer's interest leaves a layer out, so that
+    /// candidates are tested against it.
+    partial_interest: bool,
     shown: Vec<Shown>,
     /// Observer seats, ascending by id.
     observers: Vec<u32>,
@@ -136,6 +143,8 @@ impl Adapter {
     pub fn new(mode: Visibility, max_view: u32, band: i64) -> Adapter {
         Adapter {
             band,
+            interest: Vec::new(),
+            partial_interest: false,
             mode,
             max_view: max_view as usize,
             ids: Vec::new(),
@@ -234,6 +243,8 @@ impl Adapter {
                     };
                     self.last_id = self.last_id.max(s.id);
                     self.shown[seat as usize].layers = s.layers;
+                    self.interest[seat as usize] = s.interest;
+                    self.partial_interest |= s.observer && s.interest != u32::MAX;
                     self.sight[seat as usize] = s.observer.then(|| {
                         let bits = s.radius.to_bits();
                         assert_eq!(bits % (65536 / Q), 0, "radii lie on the lattice");
@@ -292,6 +303,7 @@ impl Adapter {
         self.f.push([0.0; 2]);
         self.cell.push((0, 0));
         self.sight.push(None);
+        self.interest.push(u32::MAX);
         self.shown.push(Shown {
             pos: Pos::default(),
             dir: 0,
@@ -324,6 +336,8 @@ impl Adapter {
             ids,
             churned,
             band,
+            interest,
+            partial_interest,
             ..
         } = self;
         let churned = *churned;
@@ -374,6 +388,11 @@ impl Adapter {
                         }
                     });
                 }
+            }
+            if *partial_interest {
+                // The layers of no interest to the observer are not seen.
+                let interest = interest[oi];
+                candidates.retain(|&(_, s)| shown[s as usize].layers & interest != 0);
             }
             *max_candidates = (*max_candidates).max(candidates.len());
             if candidates.len() > *max_view {

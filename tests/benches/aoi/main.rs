@@ -70,6 +70,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --mode       only this visibility mode
   --layers     spread the entities over this many layers (1 to 32; default 1), observers
                interested in all of them: the same views, without a layer all share
+  --blind      with --layers K (K > 1), observers blind to the last layer: a K-th of
+               the entities hidden from everyone (for the peers too)
   --hysteresis every workload with this hysteresis band in world units (radius mode:
                enter at r, leave beyond r + band; default 0), for the kernel and the
                peers alike
@@ -93,6 +95,8 @@ struct Options {
     hysteresis: i64,
     /// How many layers every workload's entities are spread over.
     layers: u32,
+    /// Whether observers are blind to the last layer.
+    blind: bool,
 }
 
 /// The kernel's `max_visible` in the bench.
@@ -117,6 +121,7 @@ fn options() -> Options {
         max_visible: MaxVisible::Auto,
         hysteresis: 0,
         layers: 1,
+        blind: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -162,6 +167,7 @@ fn options() -> Options {
                 let v = v.filter(|k| (1..=32).contains(k));
                 o.layers = v.unwrap_or_else(|| die("--layers needs a number from 1 to 32"));
             }
+            "--blind" => o.blind = true,
             "--mode" => {
                 o.modes = match args.next().as_deref() {
                     Some("grid") => vec![Visibility::Grid],
@@ -325,6 +331,7 @@ fn main() {
     for spec in &mut specs {
         spec.hysteresis = opts.hysteresis;
         spec.layers = opts.layers;
+        spec.blind = opts.blind;
     }
     println!("# lockgrid AOI benchmark\n");
     println!(
@@ -625,7 +632,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     let _ = writeln!(
         out,
         "N = {} ({} observers), world {} × {} units ({} × {} cells of 100), {radius}, \
-         hysteresis {}, entities in {} layer(s), max_view {max_view}. Ticks: {} checked against the kernel, then per \
+         hysteresis {}, entities in {} layer(s){}, max_view {max_view}. Ticks: {} checked against the kernel, then per \
          contender {} warm-up and {} timed (brute force: at most {}). Visible pairs at the \
          last tick: {} ({:.1} per observer).",
         spec.n,
@@ -636,6 +643,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         cells,
         spec.hysteresis,
         spec.layers,
+        if spec.blind { ", observers blind to the last" } else { "" },
         p.verify,
         p.warm,
         p.timed,

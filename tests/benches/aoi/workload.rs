@@ -144,6 +144,9 @@ pub struct Spec {
     /// `i % layers` alone; observers are interested in every layer, so
     /// who sees whom is the same for any count.
     pub layers: u32,
+    /// Observers blind to the last of the `layers` (above 1): its
+    /// entities are hidden from everyone.
+    pub blind: bool,
 }
 
 impl Spec {
@@ -203,6 +206,7 @@ impl Spec {
             max_visible: None,
             hysteresis: 0,
             layers: 1,
+            blind: false,
         }
     }
 
@@ -436,6 +440,10 @@ impl Stream {
         };
         Spawn {
             layers: 1 << (i % self.spec.layers.clamp(1, 32)),
+            interest: match self.spec.blind && self.spec.layers > 1 {
+                true => !(1 << (self.spec.layers.clamp(1, 32) - 1)),
+                false => u32::MAX,
+            },
             ..spawn
         }
     }
