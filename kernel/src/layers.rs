@@ -1,6 +1,7 @@
 //! What a world knows of its live entities' layers: enough to tell when
-//! every subject is of an observer's interest, so that its view can skip
-//! the interest test per subject (and the radius sweep can keep it).
+//! every subject is of an observer's interest, so that a rebuild of its
+//! view skips the interest test per subject, and the radius sweep's
+//! changes for it need no check of interest.
 
 /// The layers of the live entities, summed up. Spawns add to it; despawns
 /// leave it as it is until slots are next renumbered

@@ -1,11 +1,13 @@
 //! Radius-mode views edited by the pairs that crossed a radius, found in
 //! one sweep over pairs of nearby entities, rather than rebuilt one by one.
 //!
-//! Where a view is exactly the subjects within `r` (no crowd culled, every
-//! subject of interest), the view at the end of last tick is a function of
-//! where everyone stood then. So in a tick where everything moved a
+//! Where a view is exactly the subjects of its observer's interest within
+//! `r` (no crowd culled), the view at the end of last tick is a function
+//! of where everyone stood then. So in a tick where everything moved a
 //! little, a view changes by exactly the subjects on one side of `r` at
-//! last tick's positions and on the other at this tick's.
+//! last tick's positions and on the other at this tick's (those of
+//! interest: pairs are found by distance alone, and a view blind to some
+//! layer drops the others, [`order_changes`]).
 //!
 //! With a hysteresis band `h`, the view holds every subject within `r`
 //! and, of those within `r + h`, the ones it held. It can change only by
@@ -19,8 +21,8 @@
 //! once. A pair's distance moves by at most the lengths of both steps:
 //! the viewer's own, and at most `√2` times the tick's largest step on
 //! either axis for the other end. Only pairs whose distance now lies
-//! within that of `r` (or of `r + h`) can have crossed: a first loop finds those with one
-//! distance per pair, and only they are tested twice. Where radii differ,
+//! within that of `r` (or of `r + h`) can have crossed: a first loop finds
+//! those with one distance per pair, and only they are tested twice. Where radii differ,
 //! a pair's band is that of its own two ends' radii. The first loop reads
 //! the squares that the disc of the largest reach covers, row by row from
 //! where the viewer stands, not the box of squares around it. Each view
@@ -29,9 +31,9 @@
 //!
 //! Where few subjects are due an Update (the settling of those that
 //! stopped, while the throttle spares the movers), the sweep also pairs
-//! each due subject with the viewers whose stay distance it lies within, so that
-//! a view it keeps looks its few due subjects up instead of being walked
-//! entry by entry for them.
+//! each due subject with the viewers whose stay distance it lies within,
+//! so that a view it keeps looks its few due subjects up instead of being
+//! walked entry by entry for them.
 //!
 //! An entity that spawned, despawned or jumped (stepped farther than a
 //! square) has no small step to bound: it is left out of the pairs, and
