@@ -292,6 +292,42 @@ fn walking_worlds_match_oracle() {
     }
 }
 
+proptest! {
+    #![proptest_config(lockgrid_tests::cases(24))]
+
+    /// Walks the sweep keeps, under any band, spread over any number of
+    /// layers, seen by observers of any interest (every layer, all but the
+    /// last, the first alone, or a mask of their own), with one radius or
+    /// the walkers' three, views of any size.
+    #[test]
+    fn walks_of_any_band_layers_and_interest_match_oracle(
+        seed in any::<u64>(),
+        band in prop_oneof![Just(0), 0..40i32],
+        layers in 1..5u32,
+        interest in 0..4u32,
+        one_radius in any::<bool>(),
+        max_view in prop_oneof![Just(256u32), 8..64u32],
+    ) {
+        let mut s = gen::walkers_settling(seed, 16, max_view);
+        s.config.hysteresis = Fix::from_num(band);
+        for command in s.ticks.iter_mut().flatten() {
+            if let Command::Spawn(spawn) = command {
+                spawn.layers = 1 << (spawn.id % u64::from(layers));
+                spawn.interest = match interest {
+                    0 => u32::MAX,
+                    1 => !(1 << (layers - 1)),
+                    2 => 1,
+                    _ => (spawn.id as u32 % 15) + 1,
+                };
+                if one_radius {
+                    spawn.radius = Fix::from_num(100);
+                }
+            }
+        }
+        check::against_oracle(&s).map_err(TestCaseError::fail)?;
+    }
+}
+
 /// The same walks with a hysteresis band: the sweep also finds the pairs
 /// that crossed a stay distance outward, and each view it edits says
 /// whether a subject that stood in the band was visible. Bands narrower
