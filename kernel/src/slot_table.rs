@@ -145,17 +145,11 @@ impl Sight {
     }
 
     /// Whether a radius-mode view is exactly every subject within `r`:
-    /// no hysteresis band, and [`Sight::whole_disc`].
+    /// no hysteresis band, candidates near enough for 64-bit squares, and
+    /// every live entity (`layers`) of interest.
     pub(crate) fn plain_disc(&self, layers: &LayerSummary) -> bool {
         let same = !self.disc || self.stay.unsigned_abs() == self.radius.to_bits().unsigned_abs();
-        same && self.whole_disc(layers)
-    }
-
-    /// Whether every subject near enough counts by its distance alone:
-    /// candidates near enough for 64-bit squares, and every live entity
-    /// (`layers`) of interest.
-    pub(crate) fn whole_disc(&self, layers: &LayerSummary) -> bool {
-        self.near && layers.all_of_interest(self.interest)
+        self.near && same && layers.all_of_interest(self.interest)
     }
 }
 

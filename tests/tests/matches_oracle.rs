@@ -42,6 +42,14 @@ fn agrees(s: &gen::Scenario, what: std::fmt::Arguments) {
     }
 }
 
+/// [`agrees`], and how many ticks the radius sweep kept views in, so that
+/// a test of the sweep can tell it really ran.
+fn agrees_swept(s: &gen::Scenario, what: std::fmt::Arguments) -> u64 {
+    let (_, world) = check::world_against_oracle(s).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let paths = world.path_counts().expect("debug builds count paths");
+    paths.get(lockgrid_kernel::coverage::Path::SweepSwept)
+}
+
 proptest! {
     #![proptest_config(lockgrid_tests::cases(384))]
 
@@ -345,10 +353,7 @@ fn walking_worlds_with_hysteresis_match_oracle() {
                 ..s.config
             };
             let s = gen::Scenario { config, ..s };
-            let (_, world) = check::world_against_oracle(&s)
-                .unwrap_or_else(|e| panic!("{what}, seed {seed}, band {band}: {e}"));
-            let paths = world.path_counts().expect("debug builds count paths");
-            swept += paths.get(lockgrid_kernel::coverage::Path::SweepSwept);
+            swept += agrees_swept(&s, format_args!("{what}, seed {seed}, band {band}"));
         }
     }
     assert!(swept > 0, "the sweep never ran with a band");
@@ -374,9 +379,7 @@ fn a_subject_back_under_its_id_reenters_swept_views_with_a_band() {
         let back = Command::Spawn(Spawn::npc(m.id, m.pos));
         commands.splice(at..=at, [Command::Despawn { id: m.id }, back]);
     }
-    let (_, world) = check::world_against_oracle(&s).unwrap_or_else(|e| panic!("{e}"));
-    let paths = world.path_counts().expect("debug builds count paths");
-    assert!(paths.get(lockgrid_kernel::coverage::Path::SweepSwept) > 0);
+    assert!(agrees_swept(&s, format_args!("respawned under its id")) > 0);
 }
 
 /// Worlds whose entities share no layer, seen by observers interested in
@@ -406,10 +409,8 @@ fn entities_in_layers_of_their_own_match_oracle() {
         for (seed, band) in [(61, 0), (62, 10)] {
             let mut s = own_layers(gen::walkers_settling(seed, 30, 256), layerless);
             s.config.hysteresis = Fix::from_num(band);
-            let (_, world) = check::world_against_oracle(&s)
-                .unwrap_or_else(|e| panic!("walkers {seed}, band {band}, {layerless:?}: {e}"));
-            let paths = world.path_counts().expect("debug builds count paths");
-            swept += paths.get(lockgrid_kernel::coverage::Path::SweepSwept);
+            let what = format_args!("walkers {seed}, band {band}, {layerless:?}");
+            swept += agrees_swept(&s, what);
         }
         for visibility in [Visibility::Grid, Visibility::Radius] {
             let s = own_layers(gen::dense_walk(63, 6, visibility), layerless);
@@ -439,10 +440,7 @@ fn observers_blind_to_a_layer_match_oracle() {
                 }
             }
         }
-        let (_, world) = check::world_against_oracle(&s)
-            .unwrap_or_else(|e| panic!("seed {seed}, band {band}: {e}"));
-        let paths = world.path_counts().expect("debug builds count paths");
-        swept += paths.get(lockgrid_kernel::coverage::Path::SweepSwept);
+        swept += agrees_swept(&s, format_args!("seed {seed}, band {band}"));
     }
     assert!(swept > 0, "the sweep never ran");
 }
