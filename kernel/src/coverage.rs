@@ -18,6 +18,9 @@ pub enum Path {
     PairingChanged,
     /// [`Pairing::BorderCrossers`](crate::plan::Pairing::BorderCrossers).
     PairingBorderCrossers,
+    /// Pairing split into tasks by subject, with threads lent by a
+    /// [`Fork`](crate::Fork) (`world/pair_split.rs`).
+    PairingSplit,
     /// A subject paired through the grid's cell lists.
     PairFromLists,
     /// A subject paired through the observers' copy by cells.
@@ -105,10 +108,11 @@ pub enum Path {
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 37] = [
+    pub const ALL: [Path; 38] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
+        Path::PairingSplit,
         Path::PairFromLists,
         Path::PairFromCellCopy,
         Path::PairFromSquareCopy,

@@ -333,6 +333,16 @@ impl Grid {
         self.observers.extend_from(cells, out);
     }
 
+    /// How many entities stand in each cell, by cell.
+    pub(crate) fn member_counts(&self) -> &[u32] {
+        &self.member_counts
+    }
+
+    /// How many observers stand in each cell, by cell.
+    pub(crate) fn observer_counts(&self) -> &[u32] {
+        &self.observer_counts
+    }
+
     /// How many observers stand in `cells`.
     pub(crate) fn observers_counted(&self, cells: CellRect) -> u64 {
         cells

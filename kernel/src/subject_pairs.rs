@@ -215,6 +215,7 @@ impl SubjectPairs {
 
     /// Records a pair; `false` (and [`SubjectPairs::overflowed`] from then
     /// on) when the set is full.
+    #[inline(always)]
     pub(crate) fn push(&mut self, observer: u32, subject: u32, kind: PairKind) -> bool {
         let Some(c) = self.count.get_mut(observer as usize) else {
             return false;
@@ -234,6 +235,46 @@ impl SubjectPairs {
         self.edits += u32::from(kind != PairKind::Update);
         self.recorded += 1;
         true
+    }
+
+    /// The word a pair with `subject` of `kind` is recorded as.
+    pub(crate) fn word(subject: u32, kind: PairKind) -> u32 {
+        pack(subject, kind)
+    }
+
+    /// The room cut into `width` equal shares, for as many tasks to record
+    /// pairs into on their own while the set is empty; none where the room
+    /// is lent out. See [`SubjectPairs::take_part`].
+    pub(crate) fn parts(&mut self, width: usize) -> core::slice::ChunksMut<'_, (u32, u32)> {
+        let width = width.max(1);
+        let share = self.room.grouped.len() / width;
+        self.room.found[..share * width].chunks_mut(share.max(1))
+    }
+
+    /// Takes the first `len` pairs of share `w` of
+    /// [`SubjectPairs::parts`]`(width)` into the set, as if each were
+    /// pushed in turn, and calls `each` with each one's observer. Shares
+    /// are taken in order: the set then never reaches into a share not
+    /// yet taken.
+    pub(crate) fn take_part(
+        &mut self,
+        w: usize,
+        width: usize,
+        len: usize,
+        mut each: impl FnMut(u32),
+    ) {
+        let share = self.room.grouped.len() / width.max(1);
+        let from = w * share;
+        for k in from..from + len.min(share) {
+            let (observer, word) = self.room.found[k];
+            if let Some(c) = self.count.get_mut(observer as usize) {
+                *c += 1;
+            }
+            self.room.found[self.recorded] = (observer, word);
+            self.edits += u32::from(word >> KIND_SHIFT != PairKind::Update as u32);
+            self.recorded += 1;
+            each(observer);
+        }
     }
 
     /// Between ticks: the room the pairs are grouped in, as scratch for

@@ -40,6 +40,7 @@ use crate::view_marks::{MarkSlice, ViewMarks};
 
 mod culled;
 mod incremental;
+mod pair_split;
 mod query;
 mod renumber;
 mod split;
@@ -309,6 +310,8 @@ pub struct World {
     sweep: Sweep,
     /// The buffers of a pass over every view split into tasks.
     split: split::Split,
+    /// Pairing's buffers for the same tasks (`world/pair_split.rs`).
+    pair_split: pair_split::PairSplit,
     /// Subjects whose update is due this tick.
     due: SlotBits,
     /// Grid mode: the due subjects by cell, in a tick that walks views for
@@ -453,6 +456,7 @@ impl World {
             stamps: Stamps::new(slots),
             sweep: Sweep::new(&config, slots),
             split: split::Split::default(),
+            pair_split: pair_split::PairSplit::default(),
             due: SlotBits::new(slots),
             due_cells: match config.visibility {
                 Visibility::Grid => DueCells::new(cells, slots),
@@ -623,12 +627,15 @@ impl World {
     /// entity of event records shared out between the tasks, plus 16 bytes
     /// per observer, per task about 5 bytes per entity for rebuilding
     /// views, and a second ring for the views, 4 bytes per entry of their
-    /// room, which split passes write into), so call it once, after
-    /// construction, not between ticks that must not allocate.
+    /// room, which split passes write into; for split pairing, 8 bytes per
+    /// entity, and per task 8 bytes per observer and a bit per entity), so
+    /// call it once, after construction, not between ticks that must not
+    /// allocate.
     pub fn reserve_width(&mut self, width: usize) -> usize {
         let c = &self.config;
         let slots = c.max_entities + spare_slots(c.max_entities);
         self.split = split::Split::new(width, (c.max_entities, slots), c.max_observers, c.max_view);
+        self.pair_split = pair_split::PairSplit::new(width, slots, c.max_observers);
         if self.split.width() >= 2 {
             self.views.reserve_back();
         }
@@ -723,7 +730,7 @@ impl World {
         if self.plan.updates == Updates::Walked {
             self.hit(Path::UpdatesWalked);
         }
-        self.copy_observers();
+        self.copy_observers(fork);
         let mark = pairing != Pairing::RebuildAll;
         let near_full = mark && self.config.visibility == Visibility::Grid && self.views.any_full();
         if near_full {
@@ -770,7 +777,8 @@ impl World {
             changes: border.is_some().then_some(&self.changes[..]),
             gone: &self.gone,
         };
-        incremental::pair_changes(&scene, &mut marks, dues, &changed, mark, t);
+        let split = (&mut self.pair_split, fork);
+        incremental::pair_changes(&scene, &mut marks, dues, &changed, (mark, t), split);
         self.gather_due = self.any_due && gathers_due(self.due.count(), self.count);
         if self.gather_due {
             self.hit(Path::DueGathered);
@@ -812,8 +820,9 @@ impl World {
             RebuildSource::SortedCells => {
                 self.hit(Path::RebuildFromSortedCells);
                 let grid = &self.grid;
+                let of_cell = |c| grid.members(c).map(|(slot, m)| ScanRecord::of(slot, m));
                 self.packed
-                    .rebuild(|c| grid.members(c).map(|(slot, m)| ScanRecord::of(slot, m)));
+                    .rebuild_split(grid.member_counts(), of_cell, fork);
                 // Grid mode: crowds rank from squares (a crowd's cut-off
                 // is well inside its ring of cells).
                 if let Some(squares) = self.squares.as_mut().filter(|_| self.views.any_full()) {
@@ -912,7 +921,7 @@ impl World {
 
     /// Copies every observer's pairing record by cells or squares, where
     /// the plan pairs from a copy.
-    fn copy_observers(&mut self) {
+    fn copy_observers<F: Fork + ?Sized>(&mut self, fork: &F) {
         let (grid, watchers) = (&self.grid, &self.slots.watchers);
         match (self.plan.pair_source, &mut self.observer_squares) {
             (PairSource::SquareCopy, Some(squares)) => {
@@ -927,10 +936,14 @@ impl World {
                 let record = |o: u32| (o, watchers.get(o as usize).copied().unwrap_or_default());
                 squares.rebuild_by_index(all, record);
             }
-            (PairSource::CellCopy, _) => self.observer_cells.rebuild(|c| {
-                grid.observers(c)
-                    .filter_map(|o| Some((o, *watchers.get(o as usize)?)))
-            }),
+            (PairSource::CellCopy, _) => {
+                let of_cell = |c| {
+                    grid.observers(c)
+                        .filter_map(|o| Some((o, *watchers.get(o as usize)?)))
+                };
+                let counts = grid.observer_counts();
+                self.observer_cells.rebuild_split(counts, of_cell, fork);
+            }
             _ => {}
         }
     }

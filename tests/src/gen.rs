@@ -984,6 +984,66 @@ pub fn walkers_settling(seed: u64, ticks: usize, max_view: u32) -> Scenario {
     s
 }
 
+/// A crowd among NPCs where many subjects move each tick but fewer than
+/// there are observers, so each mover is paired with the observers around
+/// it rather than every view rebuilt, and pairing has enough subjects to
+/// be split into tasks: 1 200 observers (radii of 50 to 90 units) and
+/// 1 300 NPCs in a square world of `side` units and 8 × 8 cells, a fresh
+/// `movers` of them (fewer than the observers) stepping up to `stride`
+/// units a tick (radius mode: too few observers for the sweep). With a
+/// `max_view` below what views hold, full views are paired with every
+/// mover around them too. In a world of 400 units, strides of a few radii
+/// make more pairs than the kernel keeps room for.
+pub fn crowd_pairing(
+    seed: u64,
+    (visibility, max_view, side): (Visibility, u32, i64),
+    (movers, stride): (u64, u64),
+) -> Scenario {
+    const ENTITIES: u64 = 2500;
+    const TICKS: usize = 6;
+    let config = Config {
+        cell_size: Fix::from_num(side / 8),
+        max_entities: ENTITIES as u32,
+        max_observers: ENTITIES as u32,
+        max_view,
+        ..at_rest_config(visibility)
+    };
+    let spawn = |id: u64, pos: Pos| Spawn {
+        observer: id % 25 < 12,
+        radius: Fix::from_num(50 + (id % 5) as i64 * 10),
+        ..Spawn::npc(id, pos)
+    };
+    let inside = |c: i64| Fix::from_num(c.clamp(0, side - 1));
+    let mut rng = Rng::new(seed);
+    let mut pos: Vec<Pos> = (0..ENTITIES)
+        .map(|_| {
+            let mut at = || inside(rng.below(side as u64) as i64);
+            Pos::new(at(), at())
+        })
+        .collect();
+    let first = (0..ENTITIES).map(|id| Command::Spawn(spawn(id, pos[id as usize])));
+    let mut out = vec![first.collect::<Vec<_>>()];
+    for _ in 1..TICKS {
+        let mut commands = Vec::new();
+        for _ in 0..movers {
+            let id = rng.below(ENTITIES);
+            let p = &mut pos[id as usize];
+            let mut step = |c: Fix| {
+                inside(c.to_num::<i64>() + rng.below(2 * stride + 1) as i64 - stride as i64)
+            };
+            *p = Pos::new(step(p.x), step(p.y));
+            commands.push(Command::Move(Move {
+                id,
+                pos: *p,
+                dir: 0,
+                speed: Fix::ONE,
+            }));
+        }
+        out.push(commands);
+    }
+    Scenario { config, ticks: out }
+}
+
 /// A swarm: every entity an observer in one small spot, and most of them
 /// stepping every tick but fewer than all, so each tick makes more
 /// observer–subject events than the kernel keeps room for per entity and it

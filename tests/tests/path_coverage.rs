@@ -5,6 +5,7 @@
 //! The kernel counts paths in debug builds (the default for `cargo test`)
 //! or with its `path-coverage` feature.
 
+use lockgrid_host::threads::Threads;
 use lockgrid_kernel::coverage::{Path, PathCounts};
 use lockgrid_kernel::{Command, Config, Fix, Move, Pos, Spawn, Visibility};
 use lockgrid_tests::{check, gen};
@@ -302,6 +303,26 @@ fn checked(total: &mut PathCounts, s: &gen::Scenario, what: &str) {
     total.add(counts);
 }
 
+/// [`checked`], and the same scenario stepped again with two threads,
+/// which must give the serial events and digests: for the paths only a
+/// tick split into tasks takes.
+fn checked_in_threads(total: &mut PathCounts, s: &gen::Scenario, what: &str) {
+    let (ticks, _) = check::world_against_oracle(s).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut world = check::world(s).unwrap_or_else(|e| panic!("{what}: {e}"));
+    world.reserve_width(2);
+    let threads = Threads::new(2);
+    for (t, (commands, want)) in s.ticks.iter().zip(&ticks).enumerate() {
+        let mut events = Vec::new();
+        let report = world.step_with(commands, &mut events, &threads);
+        assert!(
+            events == want.events && report.digest == want.digest,
+            "{what}: tick {} with two threads differs from the serial tick",
+            t + 1
+        );
+    }
+    total.add(world.path_counts().expect("debug builds count paths"));
+}
+
 #[test]
 fn every_planned_path_is_reached_and_checked_against_the_oracle() {
     let mut total = PathCounts::default();
@@ -347,6 +368,9 @@ fn every_planned_path_is_reached_and_checked_against_the_oracle() {
         &gen::grid_settling(39, 10),
         "grid walk settling",
     );
+    // Many movers among more observers: pairing split into tasks.
+    let s = gen::crowd_pairing(37, (Visibility::Radius, 256, 800), (600, 6));
+    checked_in_threads(&mut total, &s, "crowd pairing");
     let missing: Vec<Path> = total.missing().collect();
     assert!(
         missing.is_empty(),

@@ -49,8 +49,9 @@ impl<F: Fork> Fork for Counted<F> {
 }
 
 /// Steps `s` serially and with `fork`, tick by tick; returns how many
-/// ticks the forked world swept, and how many joins it made.
-fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: F, what: &str) -> (u64, u64) {
+/// ticks the forked world swept and split its pairing, and how many
+/// joins it made.
+fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: F, what: &str) -> (u64, u64, u64) {
     let fork = Counted {
         fork,
         joins: Cell::new(0),
@@ -100,7 +101,14 @@ fn same_as_serial<F: Fork>(s: &gen::Scenario, fork: F, what: &str) -> (u64, u64)
         assert_eq!(b, a, "{what}: tick {} report", t + 1);
     }
     let counts = forked.path_counts().expect("debug builds count paths");
-    (counts.get(Path::SweepSwept), fork.joins.get())
+    let (swept, paired) = (counts.get(Path::SweepSwept), counts.get(Path::PairingSplit));
+    if what.starts_with("crowd pairing overflows") && fork.width() > 1 {
+        // Tasks ran out of room, and so did the serial redo: the events
+        // above are those of pairing redone serially.
+        let overflowed = counts.get(Path::PairsOverflowed);
+        assert!(overflowed > 0 && paired == 0, "{what}: split pairing kept");
+    }
+    (swept, paired, fork.joins.get())
 }
 
 /// What `World::step_in_parts` sent to its sink and its parts, merged
@@ -171,6 +179,17 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
         ));
     }
     all.push(("swarm, grid".into(), gen::swarm(7, 20, Visibility::Grid)));
+    // More observers than movers: pairing, split into tasks by subject;
+    // in grid mode with full views, whose observers are paired too.
+    // Strides of a radius: more pairs than a task's share of the room
+    // holds (and than the whole room), paired serially instead.
+    let crowd = gen::crowd_pairing;
+    let s = crowd(37, (Visibility::Radius, 256, 800), (600, 6));
+    all.push(("crowd pairing".into(), s));
+    let s = crowd(38, (Visibility::Grid, 150, 800), (600, 6));
+    all.push(("crowd pairing, grid".into(), s));
+    let s = crowd(39, (Visibility::Radius, 512, 400), (1190, 300));
+    all.push(("crowd pairing overflows".into(), s));
     // Few due: views that stayed in their cell take their Updates from the
     // cells around them, on the tasks' threads too.
     all.push(("settling, grid".into(), gen::grid_settling(36, 10)));
@@ -190,11 +209,12 @@ fn scenarios() -> Vec<(String, gen::Scenario)> {
 #[test]
 fn every_width_gives_the_serial_events_and_digests() {
     for width in 1..=4 {
-        let (mut swept, mut split, mut bounded) = (0, 0, 0);
+        let (mut swept, mut paired, mut split, mut bounded) = (0, 0, 0, 0);
         for (what, s) in scenarios() {
-            let (sweeps, joins) =
+            let (sweeps, pairings, joins) =
                 same_as_serial(&s, Threads::new(width), &format!("{what}, width {width}"));
             swept += sweeps;
+            paired += pairings;
             split += u64::from(what.ends_with("grid") && joins > 0);
             bounded += u64::from(what.contains("bound, grid") && joins > 0);
         }
@@ -210,6 +230,10 @@ fn every_width_gives_the_serial_events_and_digests() {
             width == 1 || split > 0,
             "width {width}: no grid-mode pass was split"
         );
+        assert!(
+            width == 1 || paired > 0,
+            "width {width}: no tick split its pairing"
+        );
         let parted = PARTED.with(Cell::take);
         assert!(
             width == 1 || parted > 0,
@@ -221,11 +245,12 @@ fn every_width_gives_the_serial_events_and_digests() {
 #[test]
 fn the_order_tasks_run_in_does_not_matter() {
     for width in 2..=4 {
-        let (mut swept, mut split) = (0, 0);
+        let (mut swept, mut paired, mut split) = (0, 0, 0);
         for (what, s) in scenarios() {
-            let (sweeps, joins) =
+            let (sweeps, pairings, joins) =
                 same_as_serial(&s, Backwards(width), &format!("{what}, backwards {width}"));
             swept += sweeps;
+            paired += pairings;
             split += u64::from(what.ends_with("grid") && joins > 0);
         }
         assert!(
@@ -236,6 +261,7 @@ fn the_order_tasks_run_in_does_not_matter() {
             width == 1 || split > 0,
             "width {width}: no grid-mode pass was split"
         );
+        assert!(paired > 0, "width {width}: no tick split its pairing");
         let parted = PARTED.with(Cell::take);
         assert!(
             width == 1 || parted > 0,
