@@ -32,6 +32,7 @@
 
 mod adapter;
 mod crosslist;
+mod joins;
 mod measure;
 mod peers;
 mod plain_grid;
@@ -49,7 +50,7 @@ use measure::{floor_ns_per_pair, live_bytes, measured, Evictor, Samples, Tally};
 use workload::{Kind, Spec, Stream};
 
 const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode grid|radius]
-           [--lockgrid-only [--full-tick]] [--cold] [--ticks N] [--threads N]
+           [--lockgrid-only [--full-tick]] [--cold] [--ticks N] [--threads N [--joins]]
            [--max-visible auto|none|N]
   --quick      few ticks per workload, a smoke run: skips N > 10k, mixed10-10k,
                mixed-int-10k and stopgo-10k unless named, and the cross-linked
@@ -61,6 +62,8 @@ const USAGE: &str = "usage: aoi [--quick] [--workload NAME[,NAME..]] [--mode gri
   --ticks      timed ticks per contender, overriding the plan
   --threads    step the kernel with this many threads (World::step_in_parts; default 1);
                above 1, the serial step runs too, on the same ticks, for the speed-up
+  --joins      with --threads N above 1, time the bold row's joins and the serial work
+               between them, and print their medians (the timing allocates)
   --workload   only workloads whose name contains one of these (uniform-1k, uniform-10k,
                uniform-100k, hotspot-10k, teleport-10k, npc-10k, calm-10k, town-10k,
                churn-10k, mixed1-10k, mixed10-10k, mixed-int-10k, dense-50k,
@@ -87,6 +90,8 @@ struct Options {
     full_tick: bool,
     cold: bool,
     threads: usize,
+    /// Whether to time the bold row's joins (`joins.rs`).
+    joins: bool,
     ticks: Option<u64>,
     only: Vec<String>,
     modes: Vec<Visibility>,
@@ -115,6 +120,7 @@ fn options() -> Options {
         full_tick: false,
         cold: false,
         threads: 1,
+        joins: false,
         ticks: None,
         only: Vec::new(),
         modes: vec![Visibility::Grid, Visibility::Radius],
@@ -132,6 +138,7 @@ fn options() -> Options {
             "--lockgrid-only" => o.lockgrid_only = true,
             "--full-tick" => o.full_tick = true,
             "--cold" => o.cold = true,
+            "--joins" => o.joins = true,
             "--threads" => {
                 let v = args.next().and_then(|v| v.parse().ok()).filter(|&n| n >= 1);
                 o.threads = v.unwrap_or_else(|| die("--threads needs a number of at least 1"));
@@ -476,7 +483,11 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
     lineup.push((
         "**lockgrid** (Updates throttled away: same work as the peers)".into(),
         Ok(Entry::new(p.timed, || {
-            Kernel::new(spec, mode, true, &threads)
+            let kernel = Kernel::new(spec, mode, true, &threads);
+            match opts.joins && opts.threads > 1 {
+                true => kernel.timing_joins(),
+                false => kernel,
+            }
         })),
     ));
     let full = !opts.lockgrid_only || opts.full_tick;
@@ -589,6 +600,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         )
     };
     let mut full_ms = None;
+    let mut joins = None;
     let mut serial_ms = (None, None);
     let mut max_candidates = 0;
     let mut fastest: Option<(f64, String)> = None;
@@ -597,8 +609,11 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         let outcome = entry.map(|e| {
             max_candidates = max_candidates.max(e.contender.max_candidates());
             let ms = e.samples.median_ms();
-            if k < lockgrid_rows {
+            if k < lockgrid_rows && !(k == 0 && opts.joins) {
                 summary.max_allocs = summary.max_allocs.max(e.samples.allocs_per_tick());
+            }
+            if k == 0 {
+                joins = e.contender.joins(e.timed);
             }
             match k {
                 1 if full => full_ms = Some(ms),
@@ -724,6 +739,9 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         }
         let _ = writeln!(out);
     }
+    if let Some(joins) = joins {
+        let _ = writeln!(out, "\nThe bold row's joins: {joins}");
+    }
     let lg_ns = lg_ms * 1e6 / pairs.max(1) as f64;
     let _ = writeln!(
         out,
@@ -783,6 +801,11 @@ trait Contender: Send {
     fn floor(&self) -> f64 {
         f64::NAN
     }
+    /// With `--joins`, the median shape of its last `timed` steps'
+    /// joins (`joins.rs`).
+    fn joins(&self, _timed: u64) -> Option<String> {
+        None
+    }
 }
 
 struct Kernel {
@@ -790,6 +813,9 @@ struct Kernel {
     threads: Threads,
     /// Where each task hands its observers' events (`World::step_in_parts`).
     parts: [Part; MAX_WIDTH],
+    /// With `--joins`: the threads, timing each join, and every step's
+    /// joins.
+    clock: Option<(joins::JoinClock, Vec<joins::Shape>)>,
 }
 
 /// A task's tally, on a cache line of its own: parts side by side would
@@ -813,6 +839,16 @@ impl Kernel {
             world,
             threads: threads.clone(),
             parts: [Part::default(); MAX_WIDTH],
+            clock: None,
+        }
+    }
+
+    /// This kernel stepping through a fork that times its joins.
+    fn timing_joins(self) -> Kernel {
+        let clock = joins::JoinClock::new(self.threads.clone());
+        Kernel {
+            clock: Some((clock, Vec::new())),
+            ..self
         }
     }
 
@@ -842,11 +878,27 @@ impl Kernel {
 
 impl Contender for Kernel {
     fn step(&mut self, commands: &[Command], tally: &mut Tally) {
-        self.world
-            .step_in_parts(commands, tally, &mut self.parts, &self.threads);
+        match &mut self.clock {
+            Some((clock, shapes)) => {
+                clock.begin();
+                self.world
+                    .step_in_parts(commands, tally, &mut self.parts, &*clock);
+                shapes.push(clock.end());
+            }
+            None => {
+                self.world
+                    .step_in_parts(commands, tally, &mut self.parts, &self.threads);
+            }
+        }
         for part in &mut self.parts {
             tally.add(std::mem::take(part).0);
         }
+    }
+
+    fn joins(&self, timed: u64) -> Option<String> {
+        let (_, shapes) = self.clock.as_ref()?;
+        let from = shapes.len().saturating_sub(timed as usize);
+        joins::summary(&shapes[from..])
     }
 
     fn visible_pairs(&self) -> u64 {
