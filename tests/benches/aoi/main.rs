@@ -478,13 +478,15 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         ..spec.clone()
     };
 
+    // With --joins, the bold row times its joins (`joins.rs`).
+    let timing_joins = opts.joins && opts.threads > 1;
     // Check every peer first; only those that agree are timed.
     let mut lineup: Vec<(String, Result<Entry, String>)> = Vec::new();
     lineup.push((
         "**lockgrid** (Updates throttled away: same work as the peers)".into(),
         Ok(Entry::new(p.timed, || {
             let kernel = Kernel::new(spec, mode, true, &threads);
-            match opts.joins && opts.threads > 1 {
+            match timing_joins {
                 true => kernel.timing_joins(),
                 false => kernel,
             }
@@ -609,7 +611,7 @@ fn run_workload(spec: &Spec, mode: Visibility, opts: &Options, summary: &mut Sum
         let outcome = entry.map(|e| {
             max_candidates = max_candidates.max(e.contender.max_candidates());
             let ms = e.samples.median_ms();
-            if k < lockgrid_rows && !(k == 0 && opts.joins) {
+            if k < lockgrid_rows && !(k == 0 && timing_joins) {
                 summary.max_allocs = summary.max_allocs.max(e.samples.allocs_per_tick());
             }
             if k == 0 {
