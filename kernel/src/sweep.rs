@@ -793,12 +793,24 @@ impl Pairs<'_> {
                 } else {
                     ra
                 };
+                // Where a band is narrower than twice the pair's steps, the
+                // ranges around both distances overlap: one test of their
+                // union does (`apart` where they do not).
+                let apart = BANDED && self.band > 2 * moved;
+                let own_union = (own.0, if BANDED { own_stay.1 } else { own.1 });
                 // Whether `d` may have crossed a distance of `a`, or of `b`
                 // (of radius `r_b`).
-                let near_own = |d: u64| within(d, own) | (BANDED && within(d, own_stay));
+                let near_own = |d: u64| match apart {
+                    false => within(d, own_union),
+                    true => within(d, own) | within(d, own_stay),
+                };
                 let near_b = |r_b: i64, d: u64| {
-                    within(d, band_of(r_b, moved))
-                        | (BANDED && within(d, band_of(r_b + self.band, moved)))
+                    let (near, stay) = (band_of(r_b, moved), band_of(r_b + self.band, moved));
+                    match apart {
+                        false if BANDED => within(d, (near.0, stay.1)),
+                        false => within(d, near),
+                        true => within(d, near) | within(d, stay),
+                    }
                 };
                 let (ax, ay) = (a.x - i64::from(a.dx), a.y - i64::from(a.dy));
                 // The squares of row `r` within reach of `a`, in `copy`.
