@@ -12,8 +12,8 @@
 //! as if pushed one by one (marking each pair's observer affected), and
 //! its rebuild marks: the pairs come out in the serial order, and the
 //! marks are the same set. Should any task's share or list run out of
-//! room, its work is dropped and the subjects are paired serially, so a
-//! full room means what it means serially.
+//! room, every task's work is dropped and the whole list is paired
+//! serially, so a full room means what it means serially.
 
 use alloc::vec::Vec;
 
@@ -28,7 +28,9 @@ use crate::slot_table::Entity;
 use crate::subject_pairs::{PairKind, SubjectPairs};
 
 /// Subjects fewer than this per task are paired serially: the join would
-/// cost more than it saves.
+/// cost more than it saves. A subject takes about 0.6 µs at uniform-10k
+/// grid (a task's 450 in 0.29 ms, bench `--joins`), so 128 take about
+/// twice a join's wake-up on the 2-core machine.
 const MIN_RUN: usize = 128;
 
 /// The high bit of a rebuild mark: the observer's view is full.
