@@ -596,10 +596,11 @@ pub(crate) struct Check<'a> {
 /// Sorts one view's changes as the sweep found them: Leaves first, then
 /// Enters, each ascending by id, and keeps only those that change the
 /// view (see [`Check`]): a Leave of a subject it holds, an Enter of one of
-/// interest that it does not hold (without a band, a view holds exactly
-/// the subjects of interest within `r`, so both come down to interest). Without a band or an interest that
-/// leaves some subject out, every change does. Returns how many Leaves and
-/// how many changes in all are kept, in front.
+/// interest that it does not hold. Without a band a view holds exactly
+/// the subjects of interest within `r`, so both come down to interest;
+/// without a band or an interest that leaves some subject out, every
+/// change does. Returns how many Leaves and how many changes in all are
+/// kept, in front.
 pub(crate) fn order_changes(
     changes: &mut [u32],
     ids: &SlotIds,

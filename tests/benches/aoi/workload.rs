@@ -438,10 +438,11 @@ impl Stream {
             true => Spawn::observer(id, at, fix_of_q(self.radius[i as usize] * Q)),
             false => Spawn::npc(id, at),
         };
+        let layers = self.spec.layers.clamp(1, 32);
         Spawn {
-            layers: 1 << (i % self.spec.layers.clamp(1, 32)),
-            interest: match self.spec.blind && self.spec.layers > 1 {
-                true => !(1 << (self.spec.layers.clamp(1, 32) - 1)),
+            layers: 1 << (i % layers),
+            interest: match self.spec.blind && layers > 1 {
+                true => !(1 << (layers - 1)),
                 false => u32::MAX,
             },
             ..spawn
