@@ -78,6 +78,9 @@ pub enum Path {
     /// A crowd's ranking within its last cut-off left too few: ranked
     /// again without a bound.
     CrowdGuessMissed,
+    /// A crowd on one spot kept its cut-off at distance 0, confirmed by
+    /// counting rather than found by a selection (`scan.rs`).
+    CrowdCutOffHeld,
     /// A ranked crowd kept a margin around its cut-off.
     MarginKept,
     /// Slots and views renumbered in id order at the end of a tick.
@@ -108,7 +111,7 @@ pub enum Path {
 
 impl Path {
     /// Every path, in declaration order.
-    pub const ALL: [Path; 38] = [
+    pub const ALL: [Path; 39] = [
         Path::PairingRebuildAll,
         Path::PairingChanged,
         Path::PairingBorderCrossers,
@@ -138,6 +141,7 @@ impl Path {
         Path::ObserverRebuiltFromCopy,
         Path::CrowdRanked,
         Path::CrowdGuessMissed,
+        Path::CrowdCutOffHeld,
         Path::MarginKept,
         Path::Renumbered,
         Path::ObserverWithinRoom,

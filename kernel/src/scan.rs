@@ -319,6 +319,25 @@ impl Ranked {
             nearest(&mut self.far[..self.len], max_view, id_of, out)
         }
     }
+
+    /// [`Ranked::keep_nearest`] where `last` (the view's cut-off at its last
+    /// ranking) is still the cut-off, confirmed by counting rather than
+    /// found by a selection; `false`, with nothing kept, where it is not.
+    #[inline(never)]
+    pub(crate) fn keep_within_last(
+        &mut self,
+        near: bool,
+        (max_view, last): (usize, u128),
+        id_of: impl Fn(u32) -> u64,
+        out: &mut Candidates,
+    ) -> bool {
+        out.clear();
+        match (near, u64::try_from(last)) {
+            (true, Ok(last)) => confirmed(&mut self.near[..self.len], max_view, last, id_of, out),
+            (true, Err(_)) => false,
+            (false, _) => confirmed(&mut self.far[..self.len], max_view, last, id_of, out),
+        }
+    }
 }
 
 impl Ranked {
@@ -415,14 +434,63 @@ fn nearest<K: Ord + Copy + From<u64>>(
         false => partition(nearer, |r| r.0 < bound),
     };
     let beyond = partition(farther, |r| r.0 == bound);
-    let ties = &mut ranked[below..=last + beyond];
+    let take = max_view - below;
+    break_ties(&mut ranked[below..=last + beyond], take, bound, id_of, out);
+    Some(bound)
+}
+
+/// [`nearest`] where `last` is still the cut-off of a crowd: fewer than
+/// `max_view` nearer than it, and at least `max_view` at most as far.
+/// Then the nearer and the ties at `last` are found by counting, without
+/// a branch a candidate (and where some are elsewhere, a partition or
+/// two), rather than by a selection's several passes, and `true`
+/// returned; else `ranked` and `out` are left as they were. A crowd on
+/// one spot (everyone at `dist²` 0) keeps its cut-off tick after tick.
+fn confirmed<K: Ord + Copy + From<u64>>(
+    ranked: &mut [(K, u32)],
+    max_view: usize,
+    last: K,
+    id_of: impl Fn(u32) -> u64,
+    out: &mut Candidates,
+) -> bool {
+    let (mut nearer, mut at) = (0, 0);
+    for r in ranked.iter() {
+        nearer += usize::from(r.0 < last);
+        at += usize::from(r.0 == last);
+    }
+    // Not a crowd (everyone kept, no cut-off), or the cut-off moved.
+    if ranked.len() <= max_view || nearer >= max_view || nearer + at < max_view {
+        return false;
+    }
+    if nearer > 0 {
+        partition(ranked, |r| r.0 < last);
+    }
+    if nearer + at < ranked.len() {
+        partition(&mut ranked[nearer..], |r| r.0 == last);
+    }
+    for &(_, s) in &ranked[..nearer] {
+        out.push_if(s, true);
+    }
+    let take = max_view - nearer;
+    break_ties(&mut ranked[nearer..nearer + at], take, last, id_of, out);
+    true
+}
+
+/// Keeps the `take` of `ties` (all at `dist²` `bound`) with the least ids.
+#[inline(always)]
+fn break_ties<K: Ord + Copy + From<u64>>(
+    ties: &mut [(K, u32)],
+    take: usize,
+    bound: K,
+    id_of: impl Fn(u32) -> u64,
+    out: &mut Candidates,
+) {
     // They share the bound's dist², so their keys can hold their ids while
     // they are ranked: one lookup each, not two per comparison, and only
     // the places left are selected (a crowd on one spot ties by hundreds).
     for r in ties.iter_mut() {
         r.0 = K::from(id_of(r.1));
     }
-    let take = max_view - below;
     if take < ties.len() {
         ties.select_nth_unstable_by_key(take, |r| r.0);
     }
@@ -433,7 +501,6 @@ fn nearest<K: Ord + Copy + From<u64>>(
     for r in ties.iter_mut() {
         r.0 = bound;
     }
-    Some(bound)
 }
 
 /// Moves the items for which `first` holds to the front, in no
@@ -571,7 +638,8 @@ mod tests {
 
     /// The nearest `max_view`, ties at the cut-off broken by id, against
     /// a sort of every candidate by `(dist², id)`, on few distances so that
-    /// most cut-offs fall among ties.
+    /// most cut-offs fall among ties; with no last cut-off, and with every
+    /// one it could have been (the right one confirmed, the others not).
     #[test]
     fn keeps_the_nearest_with_ties_broken_by_id() {
         let id_of = |s: u32| mix64(u64::from(s));
@@ -583,18 +651,26 @@ mod tests {
             let max_view = 1 + (mix64(case + 1) % 64) as usize;
             let mut want = ranked.clone();
             want.sort_unstable_by_key(|&(d, s)| (d, id_of(s)));
+            let cut_off = (want.len() > max_view).then(|| want[max_view - 1].0);
             let mut want: Vec<u32> = want.iter().take(max_view).map(|r| r.1).collect();
             want.sort_unstable();
-            let mut out = Candidates::new(n);
-            let mut work = ranked.clone();
-            let bound = nearest(&mut work, max_view, id_of, &mut out);
-            let mut got = out.as_slice().to_vec();
-            got.sort_unstable();
-            assert_eq!(got, want, "case {case}");
-            // Every candidate keeps its dist², for the margin to rank.
-            work.sort_unstable_by_key(|r| r.1);
-            assert_eq!(work, ranked, "case {case}");
-            assert_eq!(bound.is_some(), ranked.len() > max_view, "case {case}");
+            for hint in core::iter::once(None).chain((0..8).map(Some)) {
+                let mut out = Candidates::new(n);
+                let mut work = ranked.clone();
+                let bound = match hint {
+                    Some(last) if confirmed(&mut work, max_view, last, id_of, &mut out) => {
+                        Some(last)
+                    }
+                    _ => nearest(&mut work, max_view, id_of, &mut out),
+                };
+                let mut got = out.as_slice().to_vec();
+                got.sort_unstable();
+                assert_eq!(got, want, "case {case}, last cut-off {hint:?}");
+                // Every candidate keeps its dist², for the margin to rank.
+                work.sort_unstable_by_key(|r| r.1);
+                assert_eq!(work, ranked, "case {case}, last cut-off {hint:?}");
+                assert_eq!(bound, cut_off, "case {case}, last cut-off {hint:?}");
+            }
         }
     }
 
