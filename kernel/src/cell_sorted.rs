@@ -160,22 +160,7 @@ impl<T: Copy + Default + Send> CellSorted<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fork::Serial;
-
-    /// Runs tasks last first, as another thread might.
-    struct Backwards(usize);
-
-    impl Fork for Backwards {
-        fn width(&self) -> usize {
-            self.0
-        }
-
-        fn join(&self, tasks: &mut [&mut (dyn FnMut() + Send)]) {
-            for task in tasks.iter_mut().rev() {
-                task();
-            }
-        }
-    }
+    use crate::fork::{Backwards, Serial};
 
     /// Cell `c` of 64 yields `c % 7 * 200` records naming it: 37 800 in
     /// all, enough for 4 tasks.

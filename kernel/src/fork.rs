@@ -38,6 +38,26 @@ impl Fork for Serial {
     }
 }
 
+/// Runs every task in turn on the calling thread, last first, and offers
+/// `.0` threads: the splits a host of that width gets, in an order no
+/// thread pool promises. A host that implements [`Fork`] (or takes events
+/// in parts) can step with it to check that nothing it does depends on
+/// the order tasks run in.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Backwards(pub usize);
+
+impl Fork for Backwards {
+    fn width(&self) -> usize {
+        self.0
+    }
+
+    fn join(&self, tasks: &mut [&mut (dyn FnMut() + Send)]) {
+        for task in tasks.iter_mut().rev() {
+            task();
+        }
+    }
+}
+
 /// The width the kernel uses with `fork`: at least 1, at most
 /// [`MAX_WIDTH`] and the buffers reserved for it.
 pub(crate) fn width_of<F: Fork + ?Sized>(fork: &F, reserved: usize) -> usize {
@@ -68,20 +88,22 @@ mod tests {
     }
 
     #[test]
+    fn backwards_runs_every_task_last_first() {
+        use core::sync::atomic::{AtomicU32, Ordering};
+        // Each task appends its digit to the number: 21 is last first.
+        let order = AtomicU32::new(0);
+        let push = |d| order.store(order.load(Ordering::Relaxed) * 10 + d, Ordering::Relaxed);
+        let (mut first, mut second) = (|| push(1), || push(2));
+        Backwards(2).join(&mut [&mut first, &mut second]);
+        assert_eq!(order.into_inner(), 21);
+    }
+
+    #[test]
     fn widths_are_clamped() {
-        struct Wide(usize);
-        impl Fork for Wide {
-            fn width(&self) -> usize {
-                self.0
-            }
-            fn join(&self, tasks: &mut [&mut (dyn FnMut() + Send)]) {
-                Serial.join(tasks);
-            }
-        }
-        assert_eq!(width_of(&Wide(0), 4), 1);
-        assert_eq!(width_of(&Wide(3), 4), 3);
-        assert_eq!(width_of(&Wide(64), 4), 4);
-        assert_eq!(width_of(&Wide(64), 64), MAX_WIDTH);
+        assert_eq!(width_of(&Backwards(0), 4), 1);
+        assert_eq!(width_of(&Backwards(3), 4), 3);
+        assert_eq!(width_of(&Backwards(64), 4), 4);
+        assert_eq!(width_of(&Backwards(64), 64), MAX_WIDTH);
         assert_eq!(width_of(&Serial, 4), 1);
     }
 }

@@ -207,7 +207,7 @@ pub use config::{
 };
 pub use event::{contract_order, CountingSink, Event, EventKind, EventSink, FnSink, RejectReason};
 pub use fixed_point::{angle_diff, len2_raw, Dir, Fix, Pos};
-pub use fork::{Fork, Serial, MAX_WIDTH};
+pub use fork::{Backwards, Fork, Serial, MAX_WIDTH};
 pub use snapshot::{EntitySnapshot, RestoreError, Snapshot, MAX_TICK};
 pub use throttle::{Motion, Sent};
 pub use world::{BufferTooSmall, EntityState, TickReport, World};

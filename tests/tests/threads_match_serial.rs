@@ -11,24 +11,8 @@ use std::collections::BTreeMap;
 
 use lockgrid_host::threads::Threads;
 use lockgrid_kernel::coverage::Path;
-use lockgrid_kernel::{contract_order, Config, Event, Fix, Fork, Visibility, World};
+use lockgrid_kernel::{contract_order, Backwards, Config, Event, Fix, Fork, Visibility, World};
 use lockgrid_tests::gen;
-
-/// Runs every task, last first, on the calling thread: the tasks' order
-/// must not matter.
-struct Backwards(usize);
-
-impl Fork for Backwards {
-    fn width(&self) -> usize {
-        self.0
-    }
-
-    fn join(&self, tasks: &mut [&mut (dyn FnMut() + Send)]) {
-        for task in tasks.iter_mut().rev() {
-            task();
-        }
-    }
-}
 
 /// A fork that counts its joins: in grid mode every join is a split pass
 /// over the views (the sweep never runs there).
