@@ -290,6 +290,16 @@ impl Sweep {
         self.due_active
     }
 
+    /// Whether the view of the observer at `slot` holds every due subject
+    /// [`Sweep::due_of`] lists for it, where that view is the rule's (no
+    /// crowd culled): with no hysteresis band the stay distance is `r`,
+    /// and a view of interest in every live layer holds every subject
+    /// within `r`. Then none needs looking up in the view.
+    #[inline]
+    pub(crate) fn holds_every_due(&self, slot: u32) -> bool {
+        self.band == 0 && !self.partial.get(slot)
+    }
+
     /// Where this tick's due subjects are few (see [`DUE_SHARE`]), those
     /// within the stay distance of the observer at `slot`, ascending by
     /// id: every due subject its view can hold, since a view the sweep
@@ -430,9 +440,25 @@ impl Sweep {
             return false;
         }
         let due = scene.due.and_then(|due| {
-            let limit = scene.count / DUE_SHARE;
-            let around = (viewers, &stay2[..], stay_max);
-            due_pairs(&mut sweep.room.found[k..room], around, due, slots, limit)
+            let (limit, found) = (scene.count / DUE_SHARE, &mut sweep.room.found[k..room]);
+            // A viewer's stay distance² from its record, not a load by
+            // slot: one for all, or from the radius a mixed copy carries.
+            let band = sweep.band;
+            let checked = |v: &ScanRecord, d2: u64| {
+                debug_assert_eq!(d2, stay2[v.slot as usize]);
+                d2
+            };
+            match mixed {
+                false => {
+                    let one = square(r_min + band, 0);
+                    let stay2_of = |v: &ScanRecord| checked(v, one);
+                    due_pairs(found, (viewers, stay2_of, stay_max), due, slots, limit)
+                }
+                true => {
+                    let stay2_of = |v: &ScanRecord| checked(v, square(v.radius() + band, 0));
+                    due_pairs(found, (viewers, stay2_of, stay_max), due, slots, limit)
+                }
+            }
         });
         sweep.group(k, due);
         // Each group ascends by slot: by id too where slots are in order.
@@ -966,14 +992,14 @@ fn group_by_observer(pairs: &[(u32, u32)], out: &mut [u32], at: &mut [u32], base
 }
 
 /// Records in `found` a pair `(viewer slot, subject)` for every due
-/// subject and every viewer of `near` (the viewers' copy, their stay
-/// distances² and the largest stay distance) whose stay distance it lies
-/// within now, in ascending order of the subjects' slots. Returns how many, or
-/// `None` where more than `limit` subjects are due or their pairs outgrow
-/// `found`.
+/// subject and every viewer of `near` (the viewers' copy, a viewer's stay
+/// distance² from its record, and the largest stay distance) whose stay
+/// distance it lies within now, in ascending order of the subjects' slots.
+/// Returns how many, or `None` where more than `limit` subjects are due or
+/// their pairs outgrow `found`.
 fn due_pairs(
     found: &mut [(u32, u32)],
-    (viewers, stay2, stay_max): (Part<'_, ScanRecord>, &[u64], i64),
+    (viewers, stay2_of, stay_max): (Part<'_, ScanRecord>, impl Fn(&ScanRecord) -> u64, i64),
     due: &SlotBits,
     slots: &SlotTable,
     limit: u32,
@@ -992,7 +1018,7 @@ fn due_pairs(
         for run in viewers.runs(x, y, stay_max) {
             for v in run {
                 // Within a square of the reach: 64-bit squares.
-                let inside = square(v.x - x, v.y - y) <= stay2[v.slot as usize];
+                let inside = square(v.x - x, v.y - y) <= stay2_of(v);
                 if let Some(at) = found.get_mut(d) {
                     *at = (v.slot, s);
                 }

@@ -1796,9 +1796,18 @@ impl World {
         let view = self.views.slots(self.slots.entities[slot as usize].view);
         let ids = &self.slots.ids;
         if let Some(due) = self.sweep.due_of(slot) {
-            // Few are due: look each one up rather than walk the view.
+            // Few are due: look each one up rather than walk the view,
+            // unless the view holds them all.
+            let held = exact && self.sweep.holds_every_due(slot);
             for &s in due {
-                if !just_entered(&mut entered, ids, s) && ids.search(view, s).is_ok() {
+                if just_entered(&mut entered, ids, s) {
+                    continue;
+                }
+                debug_assert!(
+                    !held || ids.search(view, s).is_ok(),
+                    "due {s} held by {slot}"
+                );
+                if held || ids.search(view, s).is_ok() {
                     sink.event(self.update(observer, ids.id(s), s));
                     events += 1;
                 }
